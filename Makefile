@@ -1,0 +1,25 @@
+# Two entry points for a fresh machine (see README): `make serve` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# torch is pinned first: this wheel is a CPU build on local disk; an unpinned torch pulls a multi-GB CUDA build.
+TORCH_PIN ?= torch==2.13.0
+
+$(BIN)/fsdp-skill: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH_PIN)
+	$(BIN)/pip install -q -e '.[torch,dev]'
+	touch $@
+
+setup: $(BIN)/fsdp-skill
+
+serve: setup
+	$(BIN)/fsdp-skill serve $(ARGS)
+
+# pytest exits 5 when it collected no test: that must fail CI, not pass silently.
+test: setup
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
+
+.PHONY: setup serve test
