@@ -17,6 +17,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .errors import UserError
+
 SCHEMA_VERSION = 1
 
 ApiKind = Literal["function", "class", "method", "attribute", "property", "module", "data"]
@@ -150,7 +152,7 @@ class Catalog(_Model):
     patterns: list[Pattern] = Field(default_factory=list)
 
 
-class CatalogError(Exception):
+class CatalogError(UserError):
     """The catalog file is missing, unreadable or of another schema; the message says what to do."""
 
 
