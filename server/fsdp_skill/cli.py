@@ -18,7 +18,13 @@ from .errors import UserError
 
 def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("fetch", help="download the declared upstream sources into the cache upstream/")
-    p.add_argument("--ref", help="git tag or branch of the docs (default: v<installed torch version>)")
+    p.add_argument(
+        "--ref",
+        action="append",
+        metavar="[OWNER/NAME=]REF",
+        help="git tag/branch/commit to fetch: REF for pytorch/pytorch (default: v<installed torch version>), "
+        "OWNER/NAME=REF for another repository (pytorch/tutorials defaults to main); repeatable",
+    )
     p.add_argument("--from-dir", metavar="DIR", help="seed the cache from a local snapshot instead of the network")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (default 30)")
     p.add_argument("--retries", type=int, default=3, help="retries per file on network errors (default 3)")
