@@ -1,0 +1,276 @@
+"""Introspection of the installed torch: name resolution, kinds, signatures, docstrings, aliases.
+
+Build-time only (imports whatever it resolves, so torch). Everything it returns is a plain string
+made deterministic: default values never show memory addresses, types drop module paths.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import inspect
+import re
+import textwrap
+import types
+from dataclasses import dataclass
+from typing import Any
+
+# Modules whose attributes count as public spellings of a documented object (for aliases).
+ALIAS_MODULES = [
+    "torch.distributed", "torch.distributed.fsdp", "torch.distributed.device_mesh", "torch.distributed.tensor",
+    "torch.distributed.tensor.parallel", "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict",
+    "torch.distributed.algorithms", "torch.distributed.algorithms.join", "torch.distributed.optim",
+    "torch.distributed.distributed_c10d", "torch.nn.parallel",
+]
+# Conventional import abbreviations used throughout the upstream docs and examples.
+MODULE_ABBREVIATIONS = {"torch.distributed": "dist", "torch.distributed.checkpoint": "dcp"}
+CLASS_ABBREVIATIONS = {
+    "torch.distributed.fsdp.FullyShardedDataParallel": "FSDP",
+    "torch.nn.parallel.DistributedDataParallel": "DDP",
+}
+
+
+@dataclass
+class Resolved:
+    qualified_name: str
+    obj: Any
+    parent: Any  # the module or class it was found on
+    module: str  # the module part of qualified_name
+
+
+def import_module(name: str) -> types.ModuleType | None:
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - any import failure means "not a module here"
+        return None
+
+
+def _lookup(path: str) -> Resolved | None:
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        module_name = ".".join(parts[:cut])
+        module = import_module(module_name)
+        if module is None:
+            continue
+        obj: Any = module
+        parent: Any = None
+        try:
+            for part in parts[cut:]:
+                parent, obj = obj, inspect.getattr_static(obj, part) if isinstance(obj, type) else getattr(obj, part)
+        except AttributeError:
+            return None
+        if isinstance(parent, type):  # unwrap descriptors found statically, keep properties
+            raw = obj
+            obj = raw if isinstance(raw, property) else getattr(parent, parts[-1], raw)
+            if isinstance(raw, (classmethod, staticmethod)):
+                obj = raw.__func__
+        return Resolved(path, obj, parent if parent is not None else module, module_name)
+    return None
+
+
+def resolve(name: str, current_module: str | None) -> Resolved | None:
+    """Sphinx's lookup: a name relative to the current module first, then as an absolute path."""
+    name = name.strip().lstrip("~")
+    relative = [f"{current_module}.{name}"] if current_module else []
+    # A name spelled from a top-level package ("torch.x.y") is absolute; trying it relative first
+    # could walk through a module's imported `torch` attribute.
+    absolute_first = name.split(".", 1)[0] in ("torch",) and "." in name
+    candidates = [name] + relative if absolute_first else relative + [name]
+    for candidate in candidates:
+        resolved = _lookup(candidate)
+        if resolved is not None:
+            return resolved
+    return None
+
+
+def kind_of(obj: Any, parent: Any) -> str:
+    if inspect.ismodule(obj):
+        return "module"
+    if isinstance(obj, type):
+        return "class"
+    if isinstance(obj, property) or type(obj).__name__ in ("cached_property", "getset_descriptor"):
+        return "property"
+    if isinstance(parent, type):
+        return "method" if callable(obj) else "attribute"
+    if callable(obj):
+        return "function"
+    return "data"
+
+
+_MODULE_PREFIX = re.compile(r"\b(?:[a-z_][\w]*\.)+(?=[A-Za-z_]\w*)")
+
+
+def format_annotation(annotation: Any) -> str | None:
+    if annotation is inspect.Parameter.empty or annotation is inspect.Signature.empty:
+        return None
+    text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    return _MODULE_PREFIX.sub("", text).replace("NoneType", "None")
+
+
+def format_default(value: Any) -> str:
+    """A default value as a stable, compact string (never an address)."""
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    value_type = type(value)
+    if hasattr(value_type, "__members__") and hasattr(value, "name") and not isinstance(value, type):
+        owner = value_type.__qualname__.split(".")[0] if "." in value_type.__qualname__ else value_type.__name__
+        return f"{owner}.{value.name}"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return value.__qualname__
+    text = repr(value)
+    text = re.sub(r"^datetime\.", "", text)
+    if re.search(r" at 0x[0-9a-fA-F]+", text):
+        return f"<{type(value).__name__}>"
+    return _MODULE_PREFIX.sub("", text) if text.startswith("<") else text
+
+
+def signature_from_inspect(obj: Any, drop_first: bool) -> tuple[list[tuple[str, str | None, str | None]], str | None] | None:
+    """[(param text name, type, default)], return type — or None if inspect cannot tell."""
+    try:
+        sig = inspect.signature(obj)
+    except (TypeError, ValueError):
+        return None
+    params: list[tuple[str, str | None, str | None]] = []
+    seen_kw_only = False
+    items = list(sig.parameters.values())
+    if drop_first and items and items[0].name in ("self", "cls"):
+        items = items[1:]
+    for k, p in enumerate(items):
+        if p.kind is p.KEYWORD_ONLY and not seen_kw_only:
+            params.append(("*", None, None))
+            seen_kw_only = True
+        name = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
+        if p.kind is p.VAR_POSITIONAL:
+            seen_kw_only = True
+        default = None if p.default is p.empty else format_default(p.default)
+        params.append((name, format_annotation(p.annotation), default))
+        if p.kind is p.POSITIONAL_ONLY and (k + 1 == len(items) or items[k + 1].kind is not p.POSITIONAL_ONLY):
+            params.append(("/", None, None))
+    return params, format_annotation(sig.return_annotation)
+
+
+_PYBIND_SIG = re.compile(r"^(?:\d+\.\s+)?(?P<name>[\w.]+)\((?P<params>.*)\)(?:\s*->\s*(?P<ret>.+))?$")
+
+
+def split_pybind_doc(doc: str, short_name: str) -> tuple[list[str], str]:
+    """A pybind11 docstring starts with "name(arg: type, ...) -> ret" (several when overloaded):
+    return those signature lines and the rest of the docstring, cleaned."""
+    signatures: list[str] = []
+    rest: list[str] = []
+    for line in doc.split("\n"):
+        match = _PYBIND_SIG.match(line.strip())
+        if match and match.group("name").split(".")[-1] == short_name and not rest:
+            signatures.append(line.strip())
+            continue
+        if line.strip() == "Overloaded function." and not rest:
+            continue
+        if match and match.group("name").split(".")[-1] == short_name and re.match(r"^\d+\.", line.strip()):
+            signatures.append(line.strip())
+            continue
+        if rest or line.strip():
+            rest.append(line)
+    return signatures, inspect.cleandoc("\n".join(rest)) if rest else ""
+
+
+def parse_pybind_signature(line: str) -> tuple[list[tuple[str, str | None, str | None]], str | None]:
+    match = _PYBIND_SIG.match(line)
+    assert match is not None
+    params: list[tuple[str, str | None, str | None]] = []
+    for part in _split_top_level(match.group("params")):
+        name, _, rest = part.partition(":")
+        type_text, _, default = rest.partition("=")
+        name = name.strip()
+        if name == "self":
+            continue
+        params.append((
+            name,
+            _MODULE_PREFIX.sub("", type_text.strip()) or None,
+            re.sub(r"^datetime\.", "", default.strip()) or None,
+        ))
+    ret = match.group("ret")
+    return params, _MODULE_PREFIX.sub("", ret.strip()) if ret else None
+
+
+def _split_top_level(text: str) -> list[str]:
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if "".join(current).strip():
+        parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def format_signature(name: str, params: list[tuple[str, str | None, str | None]], ret: str | None) -> str:
+    rendered = []
+    for pname, ptype, default in params:
+        text = pname + (f": {ptype}" if ptype else "")
+        if default is not None:
+            text += f" = {default}" if ptype else f"={default}"
+        rendered.append(text)
+    tail = f" -> {ret}" if ret else ""
+    one_line = f"{name}({', '.join(rendered)}){tail}"
+    if len(one_line) <= 100 or not rendered:
+        return one_line
+    # Long signatures one parameter per line, the way black would lay them out.
+    return f"{name}(\n" + "".join(f"    {r},\n" for r in rendered) + f"){tail}"
+
+
+def raw_docstring(obj: Any) -> str:
+    doc = inspect.getdoc(obj)
+    if doc is None and isinstance(obj, property) and obj.fget is not None:
+        doc = inspect.getdoc(obj.fget)
+    return textwrap.dedent(doc or "").strip("\n")
+
+
+def definition_path(obj: Any) -> str | None:
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if isinstance(module, str) and isinstance(qualname, str) and "<" not in qualname:
+        return f"{module}.{qualname}"
+    return None
+
+
+def aliases(qualified_name: str, obj: Any, kind: str) -> list[str]:
+    """Other spellings of a documented object: public re-export paths (public first, then
+    shorter), its definition path, dist./dcp. forms, the short name and FSDP/DDP."""
+    found: set[str] = set()
+    if kind in ("function", "class", "data"):
+        short = qualified_name.rsplit(".", 1)[-1]
+        for module_name in ALIAS_MODULES:
+            module = import_module(module_name)
+            if module is not None and getattr(module, short, None) is obj and obj is not None:
+                found.add(f"{module_name}.{short}")
+        path = definition_path(obj)
+        if path and _lookup(path) is not None and _lookup(path).obj is obj:  # type: ignore[union-attr]
+            found.add(path)
+    base = qualified_name
+    member = ""
+    if kind in ("method", "property", "attribute"):
+        base, member = qualified_name.rsplit(".", 1)
+        member = "." + member
+    for path in list(found) + [base]:
+        module_name, _, short = path.rpartition(".")
+        if module_name in MODULE_ABBREVIATIONS:
+            found.add(f"{MODULE_ABBREVIATIONS[module_name]}.{short}{member}")
+        if path in CLASS_ABBREVIATIONS:
+            found.add(CLASS_ABBREVIATIONS[path] + member)
+    if member:
+        found.add(base.rsplit(".", 1)[-1] + member)
+    else:
+        found.add(qualified_name.rsplit(".", 1)[-1])
+    found.discard(qualified_name)
+
+    def order(alias: str) -> tuple[bool, bool, int, str]:
+        parts = alias.split(".")
+        private = any(part.startswith("_") and not part.startswith("__") for part in parts)
+        return (private, len(parts) == 1, len(parts), alias)
+
+    return sorted(found, key=order)

@@ -1,0 +1,77 @@
+"""api-drift.md: undocumented public names, deprecations, names missing from the installed torch."""
+
+from __future__ import annotations
+
+import pytest
+
+from fsdp_skill import deprecation
+from fsdp_skill.drift import build_drift, covered_public_names, public_names
+from fsdp_skill.markdown_checks import artefacts, tables
+
+torch = pytest.importorskip("torch")
+
+
+def _section(markdown: str, title_start: str) -> str:
+    return markdown.split(f"## {title_start}", 1)[1].split("\n## ", 1)[0]
+
+
+def test_modules_with_all_use_it_and_torch_distributed_uses_the_package_rule() -> None:
+    assert public_names("torch.distributed.fsdp") == sorted(torch.distributed.fsdp.__all__)
+    names = public_names("torch.distributed")
+    assert {"all_reduce", "all_gather_single", "reduce_scatter_single", "ProcessGroup", "TCPStore"} <= set(names)
+    assert not {"timedelta", "log", "fsdp", "RankType", "default_pg_timeout"} & set(names)
+    assert "torch.nn.parallel.DistributedDataParallel" in covered_public_names()
+
+
+def test_drift_lists_new_names_as_undocumented_with_reason_and_summary() -> None:
+    markdown = build_drift({"torch.distributed.all_reduce", "dist.all_reduce"}, torch_version=torch.__version__)
+    undocumented = _section(markdown, "Public names no page documents")
+    row = next(ln for ln in undocumented.split("\n") if ln.startswith("| `torch.distributed.all_gather_single`"))
+    assert "Gather tensors from all ranks" in row
+    assert "`torch.distributed.reduce_scatter_single`" in undocumented
+    assert "`torch.distributed.all_reduce`" not in undocumented
+    assert artefacts(markdown) == [] and tables(markdown) == 3
+
+
+def test_a_re_export_of_a_documented_object_counts_as_documented() -> None:
+    markdown = build_drift({"torch.distributed.checkpoint.state_dict_saver.save"}, torch_version="2.13.0")
+    assert "`torch.distributed.checkpoint.save`" not in _section(markdown, "Public names no page documents")
+
+
+def test_documented_deprecated_names_are_listed_with_their_replacement() -> None:
+    markdown = build_drift({"torch.distributed.reduce_scatter_tensor",
+                            "torch.distributed.distributed_c10d.reduce_scatter_tensor"}, torch_version="2.13.0")
+    rows = [ln for ln in _section(markdown, "Deprecated").split("\n") if "reduce_scatter_tensor" in ln]
+    assert len(rows) == 1 and rows[0].startswith("| `torch.distributed.reduce_scatter_tensor` | "
+                                                 "`torch.distributed.reduce_scatter_single` |")
+
+
+def test_documented_names_that_do_not_import_are_listed_as_missing() -> None:
+    markdown = build_drift({"torch.distributed.no_such_function"}, torch_version="2.13.0",
+                           missing=[("torch.distributed.tensor.placement_types.MaskPartial", "distributed.tensor.md:103")])
+    missing = _section(markdown, "Documented but missing")
+    assert "`torch.distributed.no_such_function`" in missing
+    assert "| `torch.distributed.tensor.placement_types.MaskPartial` | distributed.tensor.md:103 |" in missing
+
+
+def test_deprecation_is_read_from_source_warnings_without_calling_the_function() -> None:
+    def old_api(x: int) -> int:
+        import warnings
+
+        warnings.warn("`old_api` is deprecated, please use `new_api` instead", FutureWarning, stacklevel=2)
+        return x
+
+    def conditional(x: int | None = None) -> None:
+        import warnings
+
+        if x is not None:
+            warnings.warn("`x` is deprecated", FutureWarning, stacklevel=2)
+
+    found = deprecation.detect(old_api)
+    assert found is not None and found.replacement == "new_api"
+    assert deprecation.detect(conditional) is None
+
+
+def test_drift_output_is_deterministic() -> None:
+    documented = {"torch.distributed.all_reduce", "torch.distributed.fsdp.fully_shard"}
+    assert build_drift(documented, torch_version="2.13.0") == build_drift(set(documented), torch_version="2.13.0")
