@@ -66,17 +66,16 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 
 def _add_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="run the catalog's documented examples across ranks")
-    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
-    p.add_argument("--world-size", type=int, help="only examples of this world size (default: each its own)")
-    p.add_argument("-k", dest="pattern", help="only examples whose id contains PATTERN (case-insensitive)")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-example timeout in seconds")
-    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the per-example JSON report here")
-    p.add_argument("--write-report", action="store_true", help="rewrite references/verification.md (+ .json)")
+    # The flags live with the runner, which `python -m fsdp_skill.verify` and scripts/ share (stdlib only).
+    from .verify.cli import add_arguments
+
+    add_arguments(p)
     p.set_defaults(handler="fsdp_skill.verify.cli:cli_verify")
 
 
 def _add_validate(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check SKILL.md, links, code blocks and patterns")
+    p.add_argument("root", nargs="?", help="skill folder to check (default: this repository)")
     p.set_defaults(handler="fsdp_skill.validate:cli_validate")
 
 
@@ -85,9 +84,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     bsub = p.add_subparsers(dest="bench", required=True)
     s = bsub.add_parser("search", help="retrieval quality vs BM25, latency, cold start, tokens, HTTP load")
     s.add_argument("--skip-load", action="store_true", help="skip the streamable-HTTP load test")
+    s.add_argument("--queries", metavar="PATH", help="eval set (default: tests/eval/queries.jsonl)")
     s.set_defaults(handler="fsdp_skill.bench_search:cli_bench_search")
     v = bsub.add_parser("verify", help="pooled runner vs a spawn per example vs the bare floor")
     v.add_argument("--timeout", type=float, default=60.0)
+    v.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")
     v.set_defaults(handler="fsdp_skill.bench_verify:cli_bench_verify")
 
 

@@ -1,0 +1,25 @@
+"""The example runner: execute the catalog's documented examples on every rank and classify them.
+
+This subpackage imports nothing but the stdlib and torch (and rich, when installed, for a table), so a
+plain clone runs it through scripts/verify_examples.py. torch itself is imported lazily, inside the
+functions that need it, so `--help` and input errors answer instantly.
+
+Modules, one job each:
+- `examples`: read catalog.json with `json`, cut doctest steps into compilable units
+- `rewrite`: point hard-coded CUDA devices at the rank's device; find fragments and CUDA-only code
+- `plan`: capabilities of this machine and the reason an example is skipped before running
+- `execute`: run one example on one rank (namespace, output capture, warnings, tracebacks)
+- `worker` / `pool`: spawned ranks for one world size, per-example timeout, teardown
+- `compare`: normalize outputs and classify passed / failed / skipped / doc-bug
+- `runner`: plan, group by world size, run (spawned pools, or as a torchrun rank)
+- `report`: verification.json / verification.md
+- `cli`: the flags shared by `fsdp-skill verify`, `python -m fsdp_skill.verify` and the script
+"""
+
+from __future__ import annotations
+
+from .cli import cli_verify, main
+from .examples import ExampleSpec, Unit, load_examples, select
+from .runner import RunOptions, run_spawned
+
+__all__ = ["ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select"]

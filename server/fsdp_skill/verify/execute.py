@@ -1,0 +1,161 @@
+"""Run one example on one rank: fresh namespace, rewritten units, captured output, warnings and errors.
+
+Called inside a pool worker (spawned rank) and, under torchrun, in the launched process itself. The
+units arrive as JSON (see `examples.Unit`); the result is a JSON-able dict the parent compares.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import linecache
+import re
+import time
+import traceback
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+from .rewrite import BACKEND_NAME, DEVICE_NAME, rewrite_tree
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+# c10d prefixes C++ errors with a rank and a timestamp: "[rank0]:[F1129 11:44:05.301781610 File.cpp:12] "
+_C10D_PREFIX = re.compile(r"\[rank\d+\]:\[[A-Z]\d{4} [\d:.]+ ([^\]]*)\] ")
+
+
+# pybind11's TypeError ends with the reprs of the arguments (sockets, ports, fds): different every run.
+_PYBIND_ARGS = re.compile(r"\n\s*Invoked with:.*", re.DOTALL)
+
+
+def clean_message(text: str) -> str:
+    """An error message without run-specific noise (addresses, timestamps, argument reprs), so reports
+    do not churn."""
+    text = _PYBIND_ARGS.sub("\nInvoked with: (argument reprs elided)", text)
+    return _C10D_PREFIX.sub(r"[\1] ", _ADDRESS.sub("", text)).strip()
+
+
+
+@dataclass
+class RankContext:
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: Any  # torch.device; typed loosely so this module imports without torch
+
+
+def _namespace(ctx: RankContext) -> dict[str, Any]:
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    return {
+        "__name__": "__verify__",
+        "__builtins__": __builtins__,
+        "torch": torch,
+        "dist": dist,
+        "nn": nn,
+        "F": F,
+        "ReduceOp": dist.ReduceOp,
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "local_rank": ctx.local_rank,
+        "device": ctx.device,
+        DEVICE_NAME: ctx.device,
+        BACKEND_NAME: ctx.backend,
+    }
+
+
+def _compile_unit(source: str, filename: str, backend: str) -> tuple[Any, Any]:
+    """(code for the statements, code for a trailing expression or None) — doctest's displayhook rule."""
+    # linecache lets tracebacks and faulthandler show the example's own lines.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    tree = rewrite_tree(ast.parse(source, filename), backend)
+    tail = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        tail = compile(ast.Expression(tree.body.pop().value), filename, "eval")
+    return compile(tree, filename, "exec"), tail
+
+
+def _short_path(filename: str) -> str:
+    """'/any/venv/lib/python3.11/site-packages/torch/x.py' -> 'torch/x.py': reports are machine-independent."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename
+
+
+def _example_traceback(exc: BaseException) -> str:
+    """The traceback without the runner's own frames: it starts at the example's line."""
+    frames = traceback.StackSummary.from_list(
+        [(_short_path(f.filename), f.lineno, f.name, f.line) for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+    )
+    lines = ["Traceback (most recent call last):\n", *frames.format()]
+    lines += [clean_message(line) + "\n" for line in traceback.format_exception_only(type(exc), exc)]
+    return "".join(lines)
+
+
+def format_warning(w: warnings.WarningMessage) -> str:
+    text = str(w.message).strip().splitlines()[0] if str(w.message).strip() else ""
+    return f"{w.category.__name__}: {_ADDRESS.sub('', text)}"
+
+
+def run_example(payload: dict[str, Any], ctx: RankContext, barrier: bool = True) -> dict[str, Any]:
+    """Execute the payload's units in order; stop at the first exception (later state is undefined)."""
+    import torch
+    import torch.distributed as dist
+
+    torch.manual_seed(0)  # examples using randn print the same numbers run after run
+    torch.set_default_dtype(torch.float32)
+    namespace = _namespace(ctx)
+    outputs: dict[str, str] = {}
+    error: dict[str, Any] | None = None
+    started = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for index, unit in enumerate(payload["units"]):
+            filename = f"<{payload['id']} line {unit.get('line')}>"
+            buffer = io.StringIO()
+            try:
+                body, tail = _compile_unit(unit["source"], filename, ctx.backend)
+                with contextlib.redirect_stdout(buffer):
+                    exec(body, namespace)
+                    value = eval(tail, namespace) if tail is not None else None
+                    if value is not None:
+                        print(repr(value))
+            except (Exception, SystemExit) as exc:  # the example's failure is the result, not the runner's
+                error = {
+                    "unit": index,
+                    "line": unit.get("line"),
+                    "type": type(exc).__name__,
+                    "message": clean_message(str(exc)),
+                    "traceback": _example_traceback(exc),
+                }
+                break
+            outputs[str(index)] = buffer.getvalue()
+        if error is None and ctx.device.type == "cuda":
+            torch.cuda.synchronize(ctx.device)
+    seen: dict[str, None] = {}
+    for w in caught:
+        seen.setdefault(format_warning(w), None)
+    if error is None and barrier:
+        # Every rank finished its collectives before the next example starts on the same group.
+        try:
+            dist.barrier()
+        except Exception as exc:  # noqa: BLE001 - a peer that raised or diverged; the parent decides
+            error = {
+                "unit": len(payload["units"]),
+                "line": None,
+                "type": type(exc).__name__,
+                "message": "the barrier after the example failed: " + clean_message(str(exc)),
+                "traceback": _example_traceback(exc),
+            }
+    return {
+        "rank": ctx.rank,
+        "outputs": outputs,
+        "error": error,
+        "warnings": list(seen),
+        "seconds": time.perf_counter() - started,
+    }

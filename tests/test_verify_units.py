@@ -1,0 +1,242 @@
+"""Pure parts of the example runner: device rewrite, unit building, output comparison, report, flags."""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fsdp_skill.cli import build_parser as fsdp_skill_parser
+from fsdp_skill.verify.cli import build_parser
+from fsdp_skill.verify.compare import capability_reason, classify, normalize, outputs_match
+from fsdp_skill.verify.examples import build_units, select, spec_from_entry
+from fsdp_skill.verify.report import build_report, dumps_json, render_markdown, write_report
+from fsdp_skill.verify.rewrite import DEVICE_NAME, analyze, rewrite_source
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _steps(*pairs: tuple[str, object]) -> list[dict]:
+    return [
+        {"source": src, "expected": out if isinstance(out, str) else None,
+         "expected_by_rank": out if isinstance(out, dict) else {}, "line": n}
+        for n, (src, out) in enumerate(pairs, 1)
+    ]
+
+
+# -- rewrite --------------------------------------------------------------------------------------
+
+
+def test_rewrite_points_hard_coded_cuda_devices_at_the_ranks_device() -> None:
+    code = 'a = torch.device(f"cuda:{rank}")\nb = torch.device("cuda", rank)\nc = x.cuda()\nd = y.to("cuda:1")\ne = z.to("cuda")'
+    out = rewrite_source(code, "gloo")
+    assert f"a = {DEVICE_NAME}" in out and f"b = {DEVICE_NAME}" in out
+    assert f"c = x.to({DEVICE_NAME})" in out and f"d = y.to({DEVICE_NAME})" in out
+    assert f"e = z.to({DEVICE_NAME}.type)" in out
+    assert "cuda" not in out
+
+
+def test_rewrite_turns_process_group_lifecycle_and_cpu_only_keywords_into_no_ops_on_gloo() -> None:
+    code = 'dist.init_process_group("nccl", rank=rank)\ntorch.cuda.set_device(rank)\nm = DDP(m, device_ids=[rank])\ndist.destroy_process_group()'
+    out = rewrite_source(code, "gloo")
+    assert "init_process_group" not in out and "destroy_process_group" not in out and "set_device" not in out
+    assert "device_ids=None" in out
+
+
+def test_rewrite_keeps_device_ids_and_set_device_on_nccl() -> None:
+    out = rewrite_source("torch.cuda.set_device(rank)\nm = DDP(m, device_ids=[rank])", "nccl")
+    assert f"torch.cuda.set_device({DEVICE_NAME})" in out and "device_ids=[rank]" in out
+
+
+def test_rewrite_leaves_the_torch_cuda_module_and_gloo_strings_alone() -> None:
+    out = rewrite_source('g = dist.new_group(backend="gloo")\nn = torch.cuda.device_count()', "nccl")
+    assert "'gloo'" in out and "torch.cuda.device_count()" in out
+
+
+def test_analysis_finds_fragments_placeholders_cuda_only_apis_fixed_ports_and_documented_raises() -> None:
+    found = analyze(["model = FSDP(model)", "out = ...", "s = torch.cuda.Stream()",
+                     'st = dist.TCPStore("127.0.0.1", 1234, 2, True)', "dist.monitored_barrier()  # Raises"], "gloo")
+    assert found.undefined == ("FSDP", "model")
+    assert found.placeholders == (2,)
+    assert found.cuda_only == ("torch.cuda.Stream",)
+    assert found.fixed_ports == ("TCPStore port 1234",)
+    assert found.raising_lines == (5,)
+
+
+def test_analysis_counts_names_the_runner_binds_and_the_example_defines_as_defined() -> None:
+    found = analyze(["import os", "t = torch.ones(2, device=device) * rank", "for i in range(world_size):\n    dist.all_reduce(t)"], "gloo")
+    assert found.undefined == ()
+
+
+# -- units ----------------------------------------------------------------------------------------
+
+
+def test_block_bodies_written_with_prompts_merge_into_one_compilable_unit() -> None:
+    units = build_units(_steps(
+        ("if dist.get_rank() == 0:", None), ("    objects = [1]", None), ("else:", None),
+        ("    objects = [None]", None), ("objects", "[1]"),
+    ))
+    assert [u.source for u in units] == ["if dist.get_rank() == 0:\n    objects = [1]\nelse:\n    objects = [None]", "objects"]
+    ast.parse(units[0].source)
+    assert units[1].expected == "[1]"
+
+
+def test_outputs_tagged_beyond_the_catalog_world_size_raise_it_and_leave_a_note() -> None:
+    spec = spec_from_entry({"id": "x#1", "steps": _steps(("t", {"0": "a", "3": "b"})), "world_size": 2})
+    assert spec.world_size == 4
+    assert spec.notes and "Rank 3" in spec.notes[0]
+
+
+def test_world_sizes_stated_in_the_code_or_implied_by_a_literal_mesh_raise_the_catalogs() -> None:
+    stated = spec_from_entry({"id": "x#1", "steps": _steps(("# Assumes world_size of 3.", None), ("x = 1", None))})
+    mesh = spec_from_entry({"id": "y#1", "steps": _steps(('m = init_device_mesh("cuda", mesh_shape=(2, 4))', None))})
+    listed = spec_from_entry({"id": "z#1", "steps": _steps(('m = DeviceMesh("cuda", mesh=[[0, 1], [2, 3]])', None))})
+    assert (stated.world_size, mesh.world_size, listed.world_size) == (3, 8, 4)
+    assert "world_size of 3" in stated.notes[0]
+
+
+def test_select_by_unknown_id_names_similar_ids() -> None:
+    specs = [spec_from_entry({"id": "torch.distributed.all_reduce#1", "steps": _steps(("1", None))})]
+    with pytest.raises(Exception, match="similar: torch.distributed.all_reduce#1"):
+        select(specs, ids=["torch.distributed.all_reduce#9"])
+
+
+# -- compare --------------------------------------------------------------------------------------
+
+
+def test_normalize_forgives_device_suffix_and_alignment_whitespace_only() -> None:
+    assert outputs_match("tensor([4, 6], device='cuda:1') # Rank 1", "tensor([4, 6])")
+    assert outputs_match("tensor([ 1,  2,\n        3])", "tensor([1, 2, 3])")
+    assert outputs_match("device(type='cuda', index=1)", "device(type='cpu')")
+    assert not outputs_match("tensor([4, 6])", "tensor([4., 6.])")
+    assert not outputs_match("tensor([1.+1.j, 2.+2.j])", "tensor([1, 2])")
+    assert normalize("[tensor([1]),  tensor([2])]") == "[tensor([1]), tensor([2])]"
+
+
+def test_ellipsis_in_a_documented_output_is_a_wildcard_and_none_matches_no_output() -> None:
+    assert outputs_match("tensor([0.1, ...])", "tensor([0.1, 0.2, 0.3])")
+    assert not outputs_match("tensor([0.1, ...])", "tensor([0.5, 0.2])")
+    assert outputs_match("None", "")
+
+
+def test_errors_naming_a_missing_capability_are_recognized() -> None:
+    assert capability_reason("AssertionError: Torch not compiled with CUDA enabled") == "needs CUDA"
+    assert capability_reason("RuntimeError: Numpy is not available") == "needs numpy"
+    assert capability_reason("AttributeError: module 'torch.distributed' has no attribute 'foo'") == "not in this torch version"
+    assert capability_reason("ValueError: boom") is None
+
+
+def _outcome(results: dict, failure: str | None = None) -> SimpleNamespace:
+    return SimpleNamespace(results=results, failure=failure, message="m", stacks={}, logs={})
+
+
+def _ok(rank: int, outputs: dict) -> dict:
+    return {"rank": rank, "outputs": outputs, "error": None, "warnings": []}
+
+
+def test_a_clean_run_with_a_wrong_documented_output_is_a_doc_bug_with_the_actual_output() -> None:
+    spec = spec_from_entry({"id": "x#1", "world_size": 2, "steps": _steps(("t", {"0": "tensor([1, 2])", "1": "tensor([3, 4])"}))})
+    verdict = classify(spec, _outcome({0: _ok(0, {"0": "tensor([1, 2])\n"}), 1: _ok(1, {"0": "tensor([3.+3.j])\n"})}))
+    assert verdict.status == "doc-bug"
+    assert verdict.ranks == [{"rank": 1, "diffs": [{"line": 1, "source": "t", "expected": "tensor([3, 4])", "actual": "tensor([3.+3.j])"}]}]
+
+
+def test_a_shared_output_said_to_be_on_one_rank_is_compared_on_that_rank_only() -> None:
+    spec = spec_from_entry({"id": "x#1", "world_size": 3, "steps": _steps(("# For example, on rank 2:", None), ("out", "[{1: 2}]"))})
+    results = {r: _ok(r, {"1": ["['foo']", "[12]", "[{1: 2}]"][r] + "\n"}) for r in range(3)}
+    assert classify(spec, _outcome(results)).status == "passed"
+
+
+def test_different_errors_on_different_ranks_are_a_failure_not_a_doc_bug() -> None:
+    spec = spec_from_entry({"id": "x#1", "world_size": 2, "steps": _steps(("f()", None))})
+    err = lambda t: {"unit": 0, "line": 1, "type": t, "message": "m", "traceback": "tb"}  # noqa: E731
+    results = {0: {**_ok(0, {}), "error": err("ValueError")}, 1: {**_ok(1, {}), "error": err("KeyError")}}
+    assert classify(spec, _outcome(results)).status == "failed"
+    results[1]["error"] = err("ValueError")
+    assert classify(spec, _outcome(results)).status == "doc-bug"
+
+
+# -- report and flags -----------------------------------------------------------------------------
+
+RESULTS = [
+    {"name": "b#1", "backend": "gloo", "world_size": 2, "status": "passed", "reason": None, "seconds": 0.0123, "warnings": []},
+    {"name": "a#1", "backend": "gloo", "world_size": 2, "status": "skipped", "reason": "needs CUDA: x | y", "seconds": 0.0, "warnings": ["FutureWarning: z"]},
+]
+
+
+def test_the_report_is_deterministic_sorted_and_escapes_table_cells(tmp_path: Path) -> None:
+    day = datetime.date(2025, 1, 2)
+    first = build_report(RESULTS, "2.13.0", day)
+    second = build_report(list(reversed(RESULTS)), "2.13.0", day)
+    assert dumps_json(first) == dumps_json(second)
+    assert [r["name"] for r in first["results"]] == ["a#1", "b#1"]
+    md = render_markdown(first)
+    assert "needs CUDA: x \\| y" in md and "torch 2.13.0 · run on 2025-01-02" in md
+    written = write_report(first, tmp_path / "v.json", tmp_path / "v.md")
+    again = write_report(build_report(RESULTS, "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md")
+    assert written == again and json.loads((tmp_path / "v.json").read_text()) == again
+    assert set(json.loads((tmp_path / "v.json").read_text())["results"][0]) == {
+        "name", "backend", "world_size", "status", "reason", "seconds", "warnings"}
+
+
+def test_writing_the_report_keeps_other_backends_and_drops_examples_gone_from_the_catalog(tmp_path: Path) -> None:
+    day = datetime.date(2025, 1, 2)
+    nccl = {**RESULTS[0], "backend": "nccl"}
+    gone = {**RESULTS[0], "name": "gone#1"}
+    write_report(build_report([nccl, gone], "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md")
+    merged = write_report(build_report(RESULTS, "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md", known={"a#1", "b#1"})
+    assert sorted((r["name"], r["backend"]) for r in merged["results"]) == [("a#1", "gloo"), ("b#1", "gloo"), ("b#1", "nccl")]
+
+
+def test_all_entry_points_accept_the_same_verify_flags() -> None:
+    argv = ["--backend", "gloo", "--world-size", "2", "-k", "x", "--id", "a#1", "--id", "b#2", "--timeout", "5", "--json", "o.json", "--write-report"]
+    ours = vars(build_parser().parse_args(argv))
+    theirs = vars(fsdp_skill_parser().parse_args(["verify", *argv]))
+    assert {k: theirs[k] for k in ours} == ours
+    assert ours["ids"] == ["a#1", "b#2"]
+
+
+def test_the_script_reports_a_missing_catalog_in_one_line_with_exit_code_2(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "verify_examples.py"), "--catalog", str(tmp_path / "nope.json")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1].startswith("verify: error:") and "does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_verify_package_imports_nothing_but_the_stdlib_and_torch() -> None:
+    code = (
+        "import sys; sys.path.insert(0, %r)\n"
+        "import fsdp_skill.verify, fsdp_skill.verify.__main__, fsdp_skill.verify.worker, fsdp_skill.verify.plan\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'pydantic', 'mcp', 'httpx', 'rich', 'markdown_it'}"
+        " or (m.startswith('fsdp_skill.') and not m.startswith('fsdp_skill.verify')))\n"
+        "print(bad)"
+    ) % str(ROOT / "server")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr
+
+
+def test_an_error_gloo_raises_on_an_example_written_for_cuda_is_a_skip_naming_gloo() -> None:
+    spec = spec_from_entry({"id": "x#1", "world_size": 2, "device": "cuda", "steps": _steps(("f()", None))})
+    err = {"unit": 0, "line": 1, "type": "RuntimeError", "message": "ProcessGroupGloo::allgather: invalid tensor size", "traceback": "tb"}
+    results = {r: {**_ok(r, {}), "error": err} for r in range(2)}
+    verdict = classify(spec, _outcome(results), backend="gloo")
+    assert verdict.status == "skipped" and verdict.reason.startswith("written for CUDA/NCCL and gloo rejects it")
+    assert classify(spec, _outcome(results), backend="nccl").status == "doc-bug"
+
+
+def test_error_messages_lose_timestamps_addresses_and_argument_reprs_but_keep_the_source_file() -> None:
+    from fsdp_skill.verify.execute import clean_message
+
+    raw = "[rank0]:[F1129 11:44:05.301781610 ProcessGroupGloo.cpp:1537] Check failed: a == b"
+    assert clean_message(raw) == "[ProcessGroupGloo.cpp:1537] Check failed: a == b"
+    assert clean_message("set(): bad\n\nInvoked with: TCPStore(port=4242), 'k'") == "set(): bad\nInvoked with: (argument reprs elided)"
+    assert clean_message("<object at 0x7f00aa>") == "<object>"
