@@ -1,0 +1,170 @@
+"""Pydantic models of what the tools return: the MCP structured output and the CLI's --json.
+
+Field descriptions end up in each tool's output schema, so they are written for the model reading it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Kind = Literal["section", "api", "example", "pattern"]
+
+
+class Parameter(BaseModel):
+    # Mirrors catalog.Parameter; kept separate so serving does not import the catalog's models.
+    name: str
+    type: str | None = None
+    default: str | None = None
+    description: str = ""
+
+
+class Deprecation(BaseModel):
+    message: str
+    replacement: str | None = Field(default=None, description="What to use instead.")
+
+
+class SearchResult(BaseModel):
+    id: str = Field(description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', or pattern name.")
+    kind: Kind
+    title: str
+    symbol: str | None = Field(description="Qualified API name this result documents, if any.")
+    reference: str | None = Field(description="File under references/ (or the pattern's file) holding it.")
+    anchor: str | None = Field(description="Anchor in that file; pass it as read_reference(section=...).")
+    url: str | None = Field(description="The upstream docs page for it.")
+    snippet: str = Field(description="At most ~400 characters of whole markdown blocks; code blocks are never left open.")
+    score: float
+
+
+class SearchResponse(BaseModel):
+    query: str
+    torch_version: str
+    results: list[SearchResult]
+
+
+class VerificationStatus(BaseModel):
+    backend: str
+    world_size: int
+    status: str = Field(description="passed | failed | skipped | doc-bug, or 'not verified'.")
+    reason: str | None = None
+    seconds: float | None = None
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ExampleBrief(BaseModel):
+    id: str
+    code: str
+    world_size: int
+    status: str = Field(description="Latest verification status, e.g. 'passed (gloo, 2 ranks)' or 'not verified'.")
+
+
+class ApiEntryResult(BaseModel):
+    qualified_name: str
+    kind: str
+    module: str
+    signature: str | None
+    summary: str
+    description: str
+    parameters: list[Parameter]
+    returns: str | None
+    raises: list[str]
+    notes: list[str]
+    deprecation: Deprecation | None
+    examples: list[ExampleBrief]
+    reference: str
+    anchor: str
+    url: str | None
+    aliases: list[str]
+    torch_version: str
+    other_matches: list[str] = Field(
+        default_factory=list, description="Other API entries the same short name could mean; call get_api with one."
+    )
+
+
+class ReferenceInfo(BaseModel):
+    name: str
+    title: str
+    description: str
+    tokens: int = Field(description="Approximate size in tokens (characters / 4).")
+
+
+class ReferenceList(BaseModel):
+    torch_version: str
+    references: list[ReferenceInfo]
+
+
+class ReferencePage(BaseModel):
+    name: str
+    section: str | None
+    start_index: int
+    end_index: int = Field(description="Character offset where this page ends; the next page starts here.")
+    total_chars: int
+    next_start_index: int | None = Field(description="start_index for the next page, or null on the last page.")
+    text: str
+
+
+class ExampleInfo(BaseModel):
+    id: str
+    symbol: str
+    world_size: int
+    device: str
+    requires: list[str]
+    status: str
+
+
+class ExampleList(BaseModel):
+    total: int
+    examples: list[ExampleInfo]
+
+
+class DoctestStepResult(BaseModel):
+    source: str
+    expected: str | None = None
+    expected_by_rank: dict[int, str] = Field(default_factory=dict)
+
+
+class ExampleDetail(BaseModel):
+    id: str
+    symbol: str
+    reference: str
+    anchor: str
+    url: str | None
+    code: str
+    steps: list[DoctestStepResult]
+    world_size: int
+    device: str
+    requires: list[str]
+    skip: str | None
+    status: str
+    verification: list[VerificationStatus]
+    torch_version: str
+
+
+class PatternInfo(BaseModel):
+    name: str
+    title: str
+    summary: str
+    file: str
+    world_size: int
+    requires: list[str]
+    tags: list[str]
+    launch: str
+
+
+class PatternList(BaseModel):
+    patterns: list[PatternInfo]
+
+
+class PatternDetail(PatternInfo):
+    source: str = Field(description="The script's full text.")
+    status: str
+    verification: list[VerificationStatus]
+
+
+class VerifyResult(BaseModel):
+    name: str
+    backend: str
+    world_size: int
+    results: list[VerificationStatus]
+    log_tail: str = Field(default="", description="Last lines of the runner's output, when it printed any.")

@@ -1,0 +1,354 @@
+"""The FTS5 index: query parsing, snippets, reproducible builds, staleness, ranking."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from search_fixture import make_catalog, make_tree
+
+from fsdp_skill.catalog import save_catalog
+from fsdp_skill.index import IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
+from fsdp_skill.query import QueryError, identifier_parts, parse_query
+from fsdp_skill.search import search
+from fsdp_skill.snippets import code_block, make_snippet, markdown_blocks, open_fence_at
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tree")
+    make_tree(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def index(tree: Path):
+    idx = open_index(tree, warn=lambda message: pytest.fail(f"unexpected warning: {message}"))
+    yield idx
+    idx.close()
+
+
+def ids(hits) -> list[str]:
+    return [h.doc.id for h in hits]
+
+
+# ---------------------------------------------------------------- query parsing
+
+
+def test_identifier_parts_split_snake_camel_and_screaming_case_and_add_the_glued_form() -> None:
+    assert identifier_parts("all_reduce") == ["all", "reduce", "allreduce"]
+    assert identifier_parts("MixedPrecisionPolicy") == ["mixed", "precision", "policy", "mixedprecisionpolicy"]
+    assert identifier_parts("TORCH_DISTRIBUTED_DEBUG") == ["torch", "distributed", "debug", "torchdistributeddebug"]
+    assert identifier_parts("DTensor") == ["d", "tensor", "dtensor"]
+    assert identifier_parts("plain") == []
+
+
+def test_query_keeps_identifiers_whole_and_adds_their_parts() -> None:
+    parsed = parse_query("how do I use fully_shard with MixedPrecisionPolicy?")
+    assert "fully_shard" in parsed.terms and {"fully", "shard"} <= set(parsed.terms)
+    assert "mixedprecisionpolicy" in parsed.terms and "precision" in parsed.terms
+    assert "how" not in parsed.terms and "with" not in parsed.terms
+
+
+def test_query_resolves_dist_prefix_and_abbreviation_aliases() -> None:
+    parsed = parse_query("dist.all_reduce vs FSDP2 and DCP")
+    assert "torch.distributed.all_reduce" in parsed.symbol_words
+    assert "torch.distributed.fsdp.fully_shard" in parsed.alias_symbols
+    assert "torch.distributed.checkpoint" in parsed.alias_symbols
+    assert parsed.scopes == ["fsdp2", "dcp"]
+
+
+def test_topic_abbreviations_expand_only_when_they_are_most_of_the_query() -> None:
+    assert "checkpoint" in parse_query("DCP").terms
+    assert "fully_shard" in parse_query("FSDP2 prefetch").terms
+    long = parse_query("offload the sharded parameters to CPU memory in FSDP2")
+    assert "fully_shard" not in long.terms and long.scopes == ["fsdp2"]
+
+
+def test_user_vocabulary_and_phrases_map_to_the_docs_words() -> None:
+    assert "gather" in parse_query("collect tensors from every rank").terms
+    assert "get_world_size" in parse_query("how many processes are in the job").terms
+    assert "timeout" in parse_query("the collective keeps timing out").terms
+    assert "all_gather" in parse_query("manually all-gather the parameters").terms
+    assert "distributetensor" in parse_query("distribute a tensor over the mesh").glued
+
+
+def test_zero_is_an_alias_only_in_the_papers_capitalisation() -> None:
+    assert "torch.distributed.optim.ZeroRedundancyOptimizer" in parse_query("ZeRO-3 style sharding").alias_symbols
+    assert parse_query("zero the gradients").alias_symbols == []
+
+
+def test_search_quotes_fts_syntax_so_it_cannot_break_the_query() -> None:
+    for hostile in ['"', 'fully_shard" OR *', "NOT all_reduce", "(barrier", "NEAR(a b)", "title:fsdp", "a AND OR"]:
+        expression = parse_query(hostile if hostile != '"' else 'x"').match_expression()
+        # Every term is a quoted lowercase word; the operators between them are ours.
+        assert re.fullmatch(r'"[a-z0-9_]+"( OR "[a-z0-9_]+")*', expression), expression
+
+
+def test_empty_oversized_and_punctuation_only_queries_raise_errors_that_say_what_to_do() -> None:
+    with pytest.raises(QueryError, match="empty"):
+        parse_query("   \t")
+    with pytest.raises(QueryError, match="10000 characters"):
+        parse_query("x" * 10_000)
+    with pytest.raises(QueryError, match="no searchable words"):
+        parse_query('"*():')
+
+
+# ---------------------------------------------------------------- snippets
+
+
+def test_markdown_blocks_slice_whole_blocks_from_the_source_and_drop_the_own_heading() -> None:
+    markdown = "## Mixed precision\n\nSome text\nover two lines.\n\n```python\nx = 1\n\ny = 2\n```\n\n- a\n- b\n"
+    blocks = markdown_blocks(markdown, skip_heading="Mixed precision")
+    assert blocks == [("text", "Some text\nover two lines."), ("code", "```python\nx = 1\n\ny = 2\n```"),
+                      ("text", "- a\n- b")]
+
+
+def test_snippets_stay_within_400_characters_and_never_leave_a_code_block_open() -> None:
+    long_code = code_block("\n".join(f"value_{i} = compute({i})" for i in range(80)))
+    cases = [
+        [("text", "Intro sentence. " * 5), long_code, ("text", "After.")],
+        [long_code],
+        [("text", "word " * 300)],
+        [("text", "short"), ("code", "```python\nx = 1\n```"), ("text", "tail " * 100)],
+    ]
+    for blocks in cases:
+        snippet = make_snippet(blocks, ["value_3", "compute"])
+        assert 0 < len(snippet) <= 400
+        assert open_fence_at(snippet) is None, snippet
+
+
+def test_snippet_starts_at_the_block_that_mentions_the_query() -> None:
+    blocks = [("text", "Unrelated opening paragraph about setup."), ("text", "Use set_requires_gradient_sync here.")]
+    assert make_snippet(blocks, ["set_requires_gradient_sync"]).startswith("Use set_requires_gradient_sync")
+
+
+def test_open_fence_at_tracks_fences_including_longer_and_tilde_fences() -> None:
+    assert open_fence_at("text\n```python\nx = 1\n") == "```python"
+    assert open_fence_at("```python\nx\n```\n") is None
+    assert open_fence_at("````md\n```\ninner\n```\n") == "````md"
+    assert open_fence_at("~~~\ncode\n~~~\n") is None
+
+
+# ---------------------------------------------------------------- build
+
+
+def test_two_builds_of_the_same_catalog_are_byte_identical(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    first, second = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    build_index(catalog, first, root=tmp_path)
+    build_index(catalog, second, root=tmp_path)
+    assert hashlib.sha256(first.read_bytes()).digest() == hashlib.sha256(second.read_bytes()).digest()
+    assert index_content_digest(first) == index_content_digest(second)
+
+
+def test_content_digest_changes_when_a_document_changes(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    build_index(catalog, tmp_path / "a.sqlite", root=tmp_path)
+    catalog.api[0].summary = "Something else entirely."
+    build_index(catalog, tmp_path / "b.sqlite", root=tmp_path)
+    assert index_content_digest(tmp_path / "a.sqlite") != index_content_digest(tmp_path / "b.sqlite")
+
+
+def test_build_leaves_no_temp_files_and_replaces_the_index_atomically(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    target = tmp_path / "out" / "index.sqlite"
+    build_index(catalog, target, root=tmp_path)
+    build_index(catalog, target, root=tmp_path)
+    assert [p.name for p in target.parent.iterdir()] == ["index.sqlite"]
+
+
+def test_sections_that_render_an_api_entry_are_indexed_once_as_the_api_entry(index) -> None:
+    kinds = {row[0]: row[1] for row in index._all("SELECT id, kind FROM docs")}
+    assert kinds["torch.distributed.all_reduce"] == "api"
+    assert "collectives.md#torch.distributed.all_reduce" not in kinds
+    assert "collectives.md#asynchronous-work" in kinds
+
+
+# ---------------------------------------------------------------- staleness
+
+
+def test_current_index_is_opened_read_only(index) -> None:
+    assert not index.temporary
+    with pytest.raises(sqlite3.OperationalError):
+        index._conn.execute("DELETE FROM meta")
+
+
+def test_stale_index_is_rebuilt_in_a_temp_dir_with_a_warning(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    catalog = make_catalog(tmp_path)
+    catalog.api[0].summary = "A changed summary that only the new catalog has."
+    save_catalog(catalog, tmp_path / "references" / "catalog.json")
+    committed = (tmp_path / "references" / "index.sqlite").read_bytes()
+    warnings: list[str] = []
+    idx = open_index(tmp_path, warn=warnings.append)
+    try:
+        assert idx.temporary and "another catalog.json" in warnings[0] and "regenerate" in warnings[0]
+        assert idx.payload("api", "torch.distributed.all_reduce")["summary"].startswith("A changed summary")
+        assert (tmp_path / "references" / "index.sqlite").read_bytes() == committed  # never rewritten
+    finally:
+        idx.close()
+
+
+def test_changed_pattern_file_makes_the_index_stale(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    assert stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path) is None
+    (tmp_path / "assets" / "patterns" / "fsdp2_train.py").write_text("# edited\n", encoding="utf-8")
+    reason = stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path)
+    assert reason is not None and "pattern" in reason
+
+
+def test_missing_index_is_built_from_the_catalog_and_garbage_index_too(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    index_file = tmp_path / "references" / "index.sqlite"
+    index_file.write_bytes(b"not a database at all" * 100)
+    warnings: list[str] = []
+    idx = open_index(tmp_path, warn=warnings.append)
+    assert idx.temporary and "unreadable" in warnings[0]
+    idx.close()
+    index_file.unlink()
+    idx = open_index(tmp_path, warn=warnings.append)
+    assert idx.temporary and "missing" in warnings[1]
+    assert search(idx, "all_reduce")
+    idx.close()
+
+
+def test_no_index_and_no_catalog_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(IndexUnavailable, match="regenerate"):
+        open_index(tmp_path, warn=lambda m: None)
+
+
+# ---------------------------------------------------------------- ranking
+
+
+def test_exact_api_name_ranks_its_entry_first_in_every_spelling(index) -> None:
+    for query in ["all_reduce", "dist.all_reduce", "torch.distributed.all_reduce", "allreduce", "all_reduce()"]:
+        assert ids(search(index, query))[0] == "torch.distributed.all_reduce", query
+
+
+def test_camel_case_names_match_whole_and_by_parts(index) -> None:
+    assert ids(search(index, "MixedPrecisionPolicy"))[0] == "torch.distributed.fsdp.MixedPrecisionPolicy"
+    assert set(ids(search(index, "mixed precision policy", limit=2))) & {
+        "torch.distributed.fsdp.MixedPrecisionPolicy", "fsdp2.md#mixed-precision"}
+
+
+def test_screaming_case_env_var_matches_whole_and_by_parts(index) -> None:
+    assert ids(search(index, "TORCH_DISTRIBUTED_DEBUG"))[0] == "debugging.md#environment-variables"
+    assert "debugging.md#environment-variables" in ids(search(index, "distributed debug detail"))
+
+
+def test_abbreviations_find_what_they_stand_for(index) -> None:
+    assert ids(search(index, "FSDP2"))[0] == "torch.distributed.fsdp.fully_shard"
+    assert ids(search(index, "FSDP wrapper", kind="api"))[0] == "torch.distributed.fsdp.FullyShardedDataParallel"
+
+
+def test_kind_filter_returns_only_that_kind(index) -> None:
+    for kind in ("section", "api", "example", "pattern"):
+        hits = search(index, "fully_shard all_reduce training", kind=kind)
+        assert hits and {h.doc.kind for h in hits} == {kind}
+
+
+def test_at_most_one_example_per_symbol_is_returned(index) -> None:
+    hits = search(index, "all_reduce example tensor", limit=10)
+    examples = [h.doc.symbol for h in hits if h.doc.kind == "example"]
+    assert len(examples) == len(set(examples)) == 1
+
+
+def test_prose_questions_find_the_section_that_answers_them(index) -> None:
+    assert ids(search(index, "my job hangs, how do I find which rank never arrived?"))[0] == "debugging.md#hangs-and-timeouts"
+    assert ids(search(index, "accumulate gradients without syncing every micro-batch"))[0] == \
+        "fsdp2.md#gradient-accumulation"
+
+
+def test_patterns_are_searchable_by_their_summary_and_source(index) -> None:
+    hits = search(index, "meta device init training loop", kind="pattern")
+    assert ids(hits) == ["fsdp2-train"]
+    assert "fully_shard" in hits[0].snippet or "meta device" in hits[0].snippet
+
+
+def test_search_results_never_leave_a_code_block_open(index) -> None:
+    for query in ["async work wait", "mixed precision policy layers", "x_250 code block", "fully_shard"]:
+        for hit in search(index, query, limit=10):
+            assert len(hit.snippet) <= 400 and open_fence_at(hit.snippet) is None, (query, hit.snippet)
+
+
+def test_index_and_search_modules_never_import_torch(tree: Path) -> None:
+    code = (
+        "import sys; from pathlib import Path; from fsdp_skill.index import open_index; "
+        "from fsdp_skill.search import search; "
+        f"idx = open_index(Path({str(tree)!r})); search(idx, 'all_reduce'); "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+def test_fixture_tree_is_self_contained(tree: Path, tmp_path: Path) -> None:
+    # Copying the tree elsewhere keeps the index current: nothing in it depends on absolute paths.
+    copy = tmp_path / "copy"
+    shutil.copytree(tree, copy)
+    assert stale_reason(copy / "references" / "index.sqlite", copy / "references" / "catalog.json", copy) is None
+
+
+# ---------------------------------------------------------------- the eval set against the committed corpus
+
+
+REPO = Path(__file__).resolve().parents[1]
+EVAL = REPO / "tests" / "eval"
+
+
+@pytest.fixture(scope="module")
+def committed_index():
+    if not (REPO / "references" / "catalog.json").is_file():
+        pytest.skip("references/ has not been generated in this checkout")
+    idx = open_index(REPO, warn=lambda message: None)
+    yield idx
+    idx.close()
+
+
+def test_eval_set_has_fifty_questions_whose_answers_exist_in_the_committed_catalog(committed_index) -> None:
+    from fsdp_skill.bench_search import canonical, load_queries
+
+    queries = load_queries(EVAL / "queries.jsonl")
+    assert len(queries) >= 50 and len({q.question for q in queries}) == len(queries)
+    canonical(committed_index, queries)  # raises on an expected symbol the catalog lacks
+    sections = {f"{k[3]}#{k[4]}" for k, _ in committed_index.document_texts()} | set(committed_index.ids("section"))
+    patterns = set(committed_index.ids("pattern"))
+    for query in queries:
+        assert query.symbols or query.sections or query.patterns, query.question
+        assert query.sections <= sections, (query.question, query.sections - sections)
+        assert query.patterns <= patterns, (query.question, query.patterns - patterns)
+
+
+def test_ranking_meets_the_recall_and_mrr_targets_and_beats_plain_bm25_on_the_dev_set(committed_index) -> None:
+    from fsdp_skill.bench_search import PlainBM25, canonical, load_queries, our_rankings, score_rankings
+
+    queries = canonical(committed_index, load_queries(EVAL / "queries.jsonl"))
+    ours = score_rankings(queries, our_rankings(committed_index, queries))
+    plain = score_rankings(queries, [PlainBM25(committed_index).rank(q.question) for q in queries])
+    assert ours.recall5 >= 0.95 and ours.mrr >= 0.85, (ours.recall5, ours.mrr, ours.misses)
+    assert ours.recall5 > plain.recall5 and ours.mrr > plain.mrr
+
+
+def test_bench_metrics_count_recall_and_reciprocal_rank_correctly() -> None:
+    from fsdp_skill.bench_search import EvalQuery, score_rankings
+
+    q1 = EvalQuery("a", frozenset({"torch.distributed.all_reduce"}), frozenset(), frozenset())
+    q2 = EvalQuery("b", frozenset(), frozenset({"fsdp2.md#mixed-precision"}), frozenset())
+    q3 = EvalQuery("c", frozenset({"torch.distributed.fsdp.FSDPModule"}), frozenset(), frozenset({"p"}))
+    other = ("section", "x.md#y", None, "x.md", "y")
+    rankings = [
+        [("api", "torch.distributed.all_reduce", "torch.distributed.all_reduce", "c.md", "a")],  # rank 1
+        [other, other, ("api", "z", "z.q", "fsdp2.md", "mixed-precision")],  # rank 3 via reference#anchor
+        [other] * 5 + [("api", "m", "torch.distributed.fsdp.FSDPModule.unshard", "f.md", "u")],  # member, rank 6
+    ]
+    quality = score_rankings([q1, q2, q3], rankings)
+    assert quality.recall1 == pytest.approx(1 / 3) and quality.recall5 == pytest.approx(2 / 3)
+    assert quality.mrr == pytest.approx((1 + 1 / 3 + 1 / 6) / 3)
+    assert [question for question, _ in quality.misses] == ["c"]
