@@ -41,6 +41,43 @@ def test_google_sections_and_sphinx_fields_and_numpy_sections_are_split() -> Non
     assert [(p.name, p.type, p.description) for p in numpy.params] == [("x", "int", "The x.")]
 
 
+def test_warning_written_with_a_space_before_the_colons_or_without_dots_is_a_note_not_prose() -> None:
+    spaced = split_docstring("Wait.\n\n.. warning ::\n    In normal cases, do not set it.\n")
+    assert spaced.notes == [("Warning", "In normal cases, do not set it.")] and spaced.body == ["Wait."]
+    bare = split_docstring("Split.\n\nwarning:: This is an experimental API.\nOnly NCCL.\n\nAfter.\n")
+    assert bare.notes == [("Warning", "This is an experimental API.\nOnly NCCL.")]
+    assert [ln for ln in bare.body if ln] == ["Split.", "After."]
+
+
+def test_a_tuple_default_holding_a_class_shows_the_class_name_not_its_repr() -> None:
+    import torch
+
+    assert introspect.format_default((torch.nn.modules.batchnorm._BatchNorm,)) == "(_BatchNorm,)"
+    assert introspect.format_default([1, "a"]) == "[1, 'a']" and introspect.format_default(()) == "()"
+
+
+def test_annotations_show_typevars_and_builtin_callables_as_written_in_the_source() -> None:
+    from typing import Any, TypeVar, Union
+
+    stateful = TypeVar("StatefulT")
+    assert introspect.format_annotation(dict[str, Union[stateful, Any]]) == "dict[str, Union[StatefulT, Any]]"
+    assert introspect.format_annotation(callable) == "callable"
+    [doc], _ = doc_of("automethod", "FullyShardedDataParallel.register_comm_hook",
+                      current_module="torch.distributed.fsdp")
+    assert "hook: callable" in (doc.signature or "") and "<built-in" not in (doc.signature or "")
+
+
+def test_google_item_with_its_type_after_a_colon_keeps_type_and_description_apart() -> None:
+    # set_state_dict writes "model_state_dict: (Union[...]):" and "optim_state_dict: OptimizerStateType:".
+    doc = split_docstring("Load.\n\nArgs:\n    sd: (Union[Dict[str, V], Dict[int, V]]):\n        the state to load.\n"
+                          "    osd: OptimizerStateType:\n        the optimizer state.\n    x: The x: a value.\n")
+    assert [(p.name, p.type, p.description) for p in doc.params] == [
+        ("sd", "Union[Dict[str, V], Dict[int, V]]", "the state to load."),
+        ("osd", "OptimizerStateType", "the optimizer state."),
+        ("x", None, "The x: a value."),
+    ]
+
+
 def test_autofunction_resolves_against_the_current_module_with_signature_params_and_examples() -> None:
     [doc], warnings = doc_of("autofunction", "all_reduce")
     assert not warnings and doc.qualified_name == "torch.distributed.all_reduce" and doc.kind == "function"
@@ -60,6 +97,13 @@ def test_pybind_class_takes_its_signature_from_the_docstring_and_documents_speci
     names = [m.qualified_name.rsplit(".", 1)[-1] for m in doc.members]
     assert "__init__" in names and "host" in names and "port" in names
     assert "self" not in (doc.members[names.index("__init__")].signature or "")
+
+
+def test_an_enum_class_lists_its_members_instead_of_the_enum_metaclass_call_signature() -> None:
+    [doc], _ = doc_of("autoclass", "ShardingStrategy", current_module="torch.distributed.fsdp")
+    assert doc.signature == "torch.distributed.fsdp.ShardingStrategy(value)" and doc.parameters == []
+    assert "**Members:**\n\n- `FULL_SHARD` = `1`\n- `SHARD_GRAD_OP` = `2`" in doc.description
+    assert "names=None" not in render_api(doc, level=3)
 
 
 def test_a_name_that_does_not_import_warns_with_page_and_line_and_yields_nothing() -> None:
@@ -82,6 +126,44 @@ def test_automodule_with_an_explicit_members_list_documents_those_classes_with_t
         "torch.distributed.optim.DistributedOptimizer", "torch.distributed.optim.PostLocalSGDOptimizer",
         "torch.distributed.optim.ZeroRedundancyOptimizer"]
     assert any(m.kind == "method" for m in module.members[2].members)
+
+
+def test_an_object_documented_under_an_internal_module_is_named_by_its_shortest_public_path() -> None:
+    [doc], _ = doc_of("autofunction", "torch.distributed.distributed_c10d.destroy_process_group")
+    assert doc.qualified_name == "torch.distributed.destroy_process_group" and doc.module == "torch.distributed"
+    assert doc.documented_name == "torch.distributed.distributed_c10d.destroy_process_group"
+    assert "torch.distributed.distributed_c10d.destroy_process_group" in doc.aliases
+    assert (doc.signature or "").startswith("torch.distributed.destroy_process_group(")
+    assert render_api(doc, level=3).startswith('<a id="torch.distributed.destroy_process_group"></a>')
+    [saver], _ = doc_of("autofunction", "torch.distributed.checkpoint.state_dict_saver.save", current_module=None)
+    assert saver.qualified_name == "torch.distributed.checkpoint.save"
+
+
+def test_an_absolute_name_under_a_current_module_is_not_doubled_through_its_torch_attribute() -> None:
+    [doc], _ = doc_of("autofunction", "torch.distributed.device_mesh.init_device_mesh")
+    assert not doc.qualified_name.startswith("torch.distributed.torch.")
+    assert doc.documented_name == "torch.distributed.device_mesh.init_device_mesh"
+    # torch.distributed re-exports it: that shorter spelling is the canonical one.
+    assert doc.qualified_name == "torch.distributed.init_device_mesh"
+
+
+def test_members_of_a_renamed_class_follow_its_public_path_and_keep_the_documented_one_as_alias() -> None:
+    [doc], _ = doc_of("autoclass", "Shard", current_module="torch.distributed.tensor.placement_types", members="")
+    assert doc.qualified_name == "torch.distributed.tensor.Shard"
+    member = next(m for m in doc.members if m.qualified_name.endswith(".local_shard_size_and_offset"))
+    assert member.qualified_name == "torch.distributed.tensor.Shard.local_shard_size_and_offset"
+    assert member.documented_name == "torch.distributed.tensor.placement_types.Shard.local_shard_size_and_offset"
+    assert member.documented_name in member.aliases
+
+
+def test_an_object_no_covered_module_exports_keeps_the_name_it_was_documented_under() -> None:
+    [doc], _ = doc_of("autofunction", "torch.distributed.checkpoint.format_utils.dcp_to_torch_save",
+                      current_module=None)
+    assert doc.qualified_name == doc.documented_name == "torch.distributed.checkpoint.format_utils.dcp_to_torch_save"
+    # torch.distributed.algorithms is not a covered module; .algorithms.join is (its __all__ lists Join).
+    [join], _ = doc_of("autoclass", "torch.distributed.algorithms.Join", current_module=None)
+    assert join.qualified_name == "torch.distributed.algorithms.join.Join"
+    assert "torch.distributed.algorithms.Join" in join.aliases
 
 
 def test_rendered_entry_starts_with_its_anchor_and_heading_and_parses_cleanly() -> None:
@@ -155,3 +237,18 @@ def test_every_upstream_autodoc_directive_renders_clean_and_keeps_every_doctest_
     print(f"\n{len(directives)} directives -> {entries} entries, {examples} examples; unresolved: {unresolved}")
     assert entries > 400 and examples > 90
     assert len(unresolved) == 1 and "MaskPartial" in unresolved[0]  # removed from torch 2.13
+
+
+def test_an_object_autodocumented_under_two_spellings_renders_once_where_the_shorter_spelling_stood() -> None:
+    from fsdp_skill.autodoc import AutodocRegistry
+
+    registry = AutodocRegistry(lambda o, ln, m: None)
+    hook = registry.hook(origin="distributed.md", source=None, page_url="https://docs/distributed.html")
+    hook("currentmodule", "torch.distributed", {}, 1, 3)
+    page = ("## Initialization\n\n" + hook("autofunction", "torch.distributed.distributed_c10d.irecv", {}, 2, 3)
+            + "\n## Point-to-point\n\n" + hook("autofunction", "irecv", {}, 9, 3))
+    expanded = registry.expand(page)
+    assert expanded.count('<a id="torch.distributed.irecv"></a>') == 1
+    assert expanded.index("## Point-to-point") < expanded.index('<a id="torch.distributed.irecv"></a>')
+    assert registry.repeats == 1 and list(registry.entries) == ["torch.distributed.irecv"]
+    assert registry.entries["torch.distributed.irecv"].doc.documented_name == "torch.distributed.irecv"

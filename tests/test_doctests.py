@@ -63,3 +63,22 @@ def test_prose_between_doctests_splits_examples_and_becomes_the_caption() -> Non
 def test_world_size_comes_from_text_when_no_rank_tags() -> None:
     [example] = parse_doctest('>>> dist.init_process_group("gloo", rank=rank, world_size=4)\n')
     assert example.world_size == 4
+
+
+def test_doctest_nested_in_a_list_item_ends_at_the_dedent_and_keeps_its_steps() -> None:
+    # StateDictType's note: the example sits deeper than the list items around it, and the next
+    # item ("3. ...") directly follows with no blank line; it is prose, not the example's output.
+    note = (
+        "FSDP supports:\n"
+        "    2. ``_local_state_dict``: use it via the context manager as follows:\n"
+        "           >>> # xdoctest: +SKIP(\"undefined variables\")\n"
+        "           >>> with fsdp.state_dict_type(StateDictType.LOCAL_STATE_DICT):\n"
+        "           ...     state = fsdp.state_dict()  # loads local state dict\n"
+        "    3. ``_sharded_state_dict``: sharded, unflattened parameters.\n"
+    )
+    [example] = parse_doctest(note)
+    assert [s.source for s in example.steps] == [
+        "with fsdp.state_dict_type(StateDictType.LOCAL_STATE_DICT):\n    state = fsdp.state_dict()  # loads local state dict"
+    ]
+    assert example.steps[0].expected is None and example.skip == "undefined variables"
+    assert "3." not in example.text and count_prompts(example.text) == 2

@@ -33,6 +33,20 @@ def test_myst_roles_and_rst_literals_and_links_convert_inline() -> None:
     assert inline_to_markdown(":ref:`notes <fsdp_notes>` and :math:`a^2`") == "notes and $a^2$"
 
 
+def test_a_one_character_literal_does_not_swallow_the_next_literal() -> None:
+    # DDP's note: "trained on ``M`` nodes with ``batch=N``" came out as ```M`` nodes with ``batch=N```.
+    assert inline_to_markdown("trained on ``M`` nodes with ``batch=N``, the") == "trained on `M` nodes with `batch=N`, the"
+
+
+def test_relative_links_resolve_to_the_docs_site_and_zero_width_spaces_leave_urls() -> None:
+    resolve = lambda uri: "https://docs.pytorch.org/tutorials/beginner/" + uri  # noqa: E731
+    markdown, _ = convert("See `Writing apps <../intermediate/dist_tuto.html>`__ and "
+                          "`FSDPModule <\u200bhttps://docs.pytorch.org/x.html#y>`__ or `top <#anchor>`__.",
+                          resolve_uri=resolve)
+    assert markdown == ("See [Writing apps](https://docs.pytorch.org/tutorials/beginner/../intermediate/dist_tuto.html)"
+                        " and [FSDPModule](https://docs.pytorch.org/x.html#y) or [top](#anchor).")
+
+
 def test_a_role_shown_inside_a_literal_stays_literal() -> None:
     out = inline_to_markdown("write ``:func:`x``` here")
     assert out == "write `` :func:`x` `` here"
@@ -54,9 +68,24 @@ def test_literal_block_after_double_colon_becomes_a_python_fence() -> None:
     assert "Run this:" in markdown and "::" not in markdown
 
 
+def test_double_colon_line_directly_over_an_indented_doctest_is_a_literal_block_not_a_term() -> None:
+    # DDP's static_graph parameter: "Example::" with no blank line before the indented >>> block
+    # used to bounce between paragraph and definition_list until RecursionError.
+    text = "Set it to ``True``.\n\nExample::\n    >>> model = DDP(model)\n    >>> static = True\n"
+    markdown, warnings = convert(text)
+    assert fences(markdown) == [("python", ">>> model = DDP(model)\n>>> static = True\n")]
+    assert "Example:" in markdown and "::" not in markdown and warnings == []
+
+
 def test_shell_and_output_literals_get_bash_and_text_fences() -> None:
     markdown, _ = convert("::\n\n    torchrun --nproc-per-node=2 train.py\n\nOutput::\n\n    Rank 0 done\n")
     assert [info for info, _ in fences(markdown)] == ["bash", "text"]
+
+
+def test_python_literal_that_does_not_parse_is_still_python_when_it_starts_like_python() -> None:
+    # Work.wait's example: "except:" followed only by a comment is a SyntaxError, but it is Python.
+    markdown, _ = convert("Example::\n\n    try:\n        work.wait(timeout)\n    except:\n        # some handling\n")
+    assert [info for info, _ in fences(markdown)] == ["python"]
 
 
 def test_code_block_directives_keep_their_language_and_code() -> None:
@@ -79,6 +108,11 @@ def test_admonitions_become_labelled_blockquotes() -> None:
 def test_sloppy_note_without_double_colon_is_still_a_note() -> None:
     markdown, _ = convert(".. note:\n    Rank 0 is the coordinator.\n")
     assert markdown == "> **Note:** Rank 0 is the coordinator."
+
+
+def test_warning_with_a_space_before_its_colons_is_a_warning_without_stray_colons() -> None:
+    markdown, _ = convert("Text.\n\n.. warning ::\n    In normal cases, do not set it.\n")
+    assert "> **Warning:** In normal cases, do not set it." in markdown and "::" not in markdown
 
 
 def test_grid_table_with_column_spans_flattens_a_two_row_header() -> None:
@@ -151,9 +185,43 @@ def test_lists_nest_and_wrapped_items_stay_in_their_item() -> None:
     assert "  - nested" in markdown and "1. first" in markdown
 
 
+def test_deeper_lines_under_a_long_or_wrapped_paragraph_continue_its_sentence() -> None:
+    # set_state_dict: "WARN: ... after ``step()``" then "    is called on the optimizers." (docutils'
+    # "unexpected indentation") used to split the sentence into two paragraphs.
+    text = ("WARN: ``set_state_dict`` can only be called before ``backward()`` or after ``step()``\n"
+            "    is called on the optimizers.\n\nA short\nwrapped line\n    continues.\n")
+    markdown, _ = convert(text)
+    assert markdown.split("\n\n") == [
+        "WARN: `set_state_dict` can only be called before `backward()` or after `step()`\nis called on the optimizers.",
+        "A short\nwrapped line\ncontinues.",
+    ]
+
+
+def test_code_under_a_lead_in_line_without_double_colon_becomes_a_python_fence() -> None:
+    text = ("Usage Patterns:\n    # Synchronous staging\n    stager = DefaultStager(opts)\n    stager.close()\n\n"
+            "Thread Safety:\n    DefaultStager is not thread-safe.\n\nIndented after a blank:\n\n    model = FSDP(model)\n")
+    markdown, _ = convert(text)
+    assert fences(markdown) == [("python", "# Synchronous staging\nstager = DefaultStager(opts)\nstager.close()\n"),
+                                ("python", "model = FSDP(model)\n")]
+    assert "Thread Safety:\n\nDefaultStager is not thread-safe." in markdown
+
+
 def test_prose_that_looks_like_markdown_syntax_is_escaped() -> None:
     markdown, _ = convert("A value of\n# not a heading\nand <host> stays text.\n")
     assert "\\# not a heading" in markdown and "\\<host>" in markdown
+
+
+def test_artefact_check_flags_a_role_whose_target_markdown_it_made_a_code_span() -> None:
+    # markdown-it parses `x` into a code span, so the prose text only ends with ":func:" / "{class}".
+    found = {problem for _, problem, _ in artefacts("See :func:`x` and {class}`Y` here.\n")}
+    assert found == {"RST role", "MyST role"}
+    assert artefacts("Write `:func:` or `{class}` in code; a time 10:30: `x`.\n") == []
+
+
+def test_artefact_check_flags_an_unclosed_fence_even_inside_a_quote() -> None:
+    assert artefacts("> ```python\n> x = 1\n> ```\n") == []
+    [(line, problem, _)] = artefacts("Text.\n\n> ```python\n> x = 1\n")
+    assert (line, problem) == (3, "unclosed code fence")
 
 
 def _upstream_rst_inputs() -> list[Path]:

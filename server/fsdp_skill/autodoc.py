@@ -87,7 +87,8 @@ class AutodocRegistry:
         return resolve
 
     def _winners(self) -> set[tuple[int, int]]:
-        """(call, doc) positions to render: per object, its spelling with the fewest dots, first met on ties."""
+        """(call, doc) positions to render: per object, the one documented under the spelling with the
+        fewest dots, first met on ties."""
         group_of: dict[str, int] = {}
         groups: list[list[tuple[int, int, str]]] = []
         for call_index, call in enumerate(self.calls):
@@ -104,7 +105,8 @@ class AutodocRegistry:
                 else:
                     target = len(groups)
                     groups.append([])
-                groups[target].append((call_index, doc_index, doc.qualified_name))
+                # Ranked by the spelling the page used (every spelling now shares one canonical name).
+                groups[target].append((call_index, doc_index, doc.documented_name))
                 for name in names:
                     group_of[name] = target
         winners: set[tuple[int, int]] = set()

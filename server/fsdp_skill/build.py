@@ -279,7 +279,9 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         for span in split_sections(rendered.text):
             chunk = _chunk_at(ranges, span.line - 1 - rendered.body_start)
             documented = registry.entries.get(span.anchor)
-            url = _section_url(chunk, span.anchor, span.title, documented is not None, span.level)
+            # Sphinx anchors an entry by the spelling the page documented it under, not ours.
+            upstream_anchor = documented.doc.documented_name if documented is not None else span.anchor
+            url = _section_url(chunk, upstream_anchor, span.title, documented is not None, span.level)
             sections.append(
                 Section(
                     id=f"{name}#{span.anchor}",

@@ -26,7 +26,10 @@ _HEADER = re.compile(r"^(?P<name>[A-Z][A-Za-z ]*?)\s*(?P<colons>::?)\s*$")
 _NUMPY_UNDERLINE = re.compile(r"^-{3,}\s*$")
 _FIELD = re.compile(r"^:(?P<kind>param|parameter|arg|argument|key|keyword|kwarg|type|returns?|rtype|raises?|"
                     r"except|exception|yields?|ytype)(?:\s+(?P<arg>[^:]+?))?:(?:\s+(?P<body>.*))?$")
-_TOP_DIRECTIVE = re.compile(r"^\.\.\s+(?P<name>note|warning|deprecated)(?P<colons>::?|)(?:\s+(?P<arg>.*))?$")
+# Also ".. warning ::" (space before the colons) and "warning:: text" (the ".." forgotten), both
+# written upstream; a bare "Note::" with nothing after it is a Google section header instead.
+_TOP_DIRECTIVE = re.compile(r"^(?:\.\.\s+(?P<name>note|warning|deprecated)\s*(?P<colons>::?|)"
+                            r"|(?P<bare>note|warning)::(?=\s+\S))(?:\s+(?P<arg>.*))?$")
 
 
 @dataclass
@@ -92,12 +95,26 @@ def split_name_type(head: str) -> tuple[str, str | None, str]:
             return "", None, head.strip()
     rest = rest.lstrip()
     if rest.startswith(":"):
-        return name, type_text, rest[1:].strip()
+        text = rest[1:].strip()
+        if type_text is None:  # "name: (Type):" / "name: Type:" with the text below (upstream typos)
+            typo = re.fullmatch(r"\((?P<paren>.+)\)\s*:|(?P<bare>[\w.]+(?:\[[\w., \[\]|]*\])?)\s*:", text)
+            if typo and (typo.group("bare") or _balanced(typo.group("paren"))):
+                return name, (typo.group("paren") or typo.group("bare")).strip(), ""
+        return name, type_text, text
     if not rest and type_text is not None:
         return name, type_text, ""
     if rest.startswith(("-", "–")):  # "name -- description"
         return name, type_text, rest.lstrip("-– ").strip()
     return "", None, head.strip()
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += (ch in "([") - (ch in ")]")
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def parse_items(lines: list[str]) -> list[RawItem]:
@@ -181,14 +198,17 @@ def split_docstring(text: str) -> RawDocstring:
             continue
         directive = _TOP_DIRECTIVE.match(line)
         if directive and (directive.group("colons") or directive.group("name") != "deprecated"):
+            name = directive.group("name") or directive.group("bare")
             end = _block_end(lines, i + 1)
+            if directive.group("bare"):  # not a directive to the author either: a paragraph
+                end = next((j for j in range(i + 1, len(lines)) if not lines[j].strip()), len(lines))
             arg = (directive.group("arg") or "").strip()
             body_lines = _dedent(lines[i + 1 : end])
-            if directive.group("name") == "deprecated":
+            if name == "deprecated":
                 version, _, rest = arg.partition(" ")
                 doc.deprecated = (version, "\n".join(([rest] if rest else []) + body_lines).strip())
             else:
-                label = directive.group("name").capitalize()
+                label = name.capitalize()
                 doc.notes.append((label, "\n".join(([arg] if arg else []) + body_lines).strip()))
             i = end
             continue

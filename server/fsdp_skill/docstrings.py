@@ -9,6 +9,7 @@ Rendering to markdown and to catalog models lives in api_render (re-exported her
 
 from __future__ import annotations
 
+import enum
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,12 @@ class ApiDoc:
     # Examples already shown inside `description` (a `>>>` block in the prose), by index into
     # `examples`: the renderer must not print them twice.
     inline_examples: set[int] = field(default_factory=set)
+    # The spelling the page documented it under (qualified_name is the canonical public path):
+    # Sphinx's anchor upstream, and what the build compares to pick one of several spellings.
+    documented_name: str = ""
+
+    def __post_init__(self) -> None:
+        self.documented_name = self.documented_name or self.qualified_name
 
 
 class _Context:
@@ -99,7 +106,8 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
             if not (undoc or explicit or introspect.raw_docstring(value)):
                 continue
             member_kind = introspect.kind_of(value, obj)
-            child = build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx)
+            child = build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx,
+                              f"{doc.documented_name}.{name}")
             if member_kind == "class":  # automodule's :members: applies to the classes it documents
                 child.members = _members(child, value, "class", {"members": "", **({"undoc-members": ""} if undoc else {})}, ctx)
             members.append(child)
@@ -125,7 +133,8 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
         if _is_enum_member(obj, value) and not undoc:
             continue
         member_kind = introspect.kind_of(value, obj)
-        members.append(build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx))
+        members.append(build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx,
+                                 f"{doc.documented_name}.{name}"))
     return members
 
 
@@ -141,12 +150,22 @@ def _is_enum_member(cls: Any, value: Any) -> bool:
     return isinstance(value, cls) if isinstance(cls, type) and hasattr(cls, "__members__") else False
 
 
-def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Context) -> ApiDoc:
+def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Context,
+              documented_name: str | None = None) -> ApiDoc:
+    """documented_name: the page's spelling when it differs from qualified_name (a member of a class
+    renamed to its public path); module-level objects are renamed here."""
+    documented_name = documented_name or qualified_name
+    if kind in ("function", "class", "data"):
+        qualified_name = introspect.public_path(qualified_name, obj, parent)
     short = qualified_name.rsplit(".", 1)[-1]
     text = introspect.raw_docstring(obj)
     signature = None
     params_sig: list[tuple[str, str | None, str | None]] = []
-    if kind in ("function", "method", "class"):
+    if kind == "class" and isinstance(obj, enum.EnumMeta):
+        # Enum's metaclass __call__ (value, names=None, *, module=None, ...) is not this class's API:
+        # it is looked up by value, and what a reader needs is the list of members.
+        signature = introspect.format_signature(qualified_name, [("value", None, None)], None)
+    elif kind in ("function", "method", "class"):
         target = obj
         inspected = introspect.signature_from_inspect(target, drop_first=kind == "method")
         if kind == "class" and inspected is None:
@@ -172,10 +191,15 @@ def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Conte
     module = qualified_name.rsplit(".", 1)[0] if kind != "module" else qualified_name
     if kind in ("method", "property", "attribute"):
         module = module.rsplit(".", 1)[0]
-    doc = ApiDoc(qualified_name=qualified_name, kind=kind, module=module, signature=signature)
+    doc = ApiDoc(qualified_name=qualified_name, kind=kind, module=module, signature=signature,
+                 documented_name=documented_name)
     _fill_from_docstring(doc, raw, params_sig, ctx)
+    if kind == "class" and isinstance(obj, enum.EnumMeta) and obj.__members__:
+        listing = "\n".join(f"- `{name}` = `{introspect.format_default(member.value)}`"
+                            for name, member in obj.__members__.items())
+        doc.description = (doc.description + "\n\n**Members:**\n\n" + listing).strip()
     doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body))
-    doc.aliases = introspect.aliases(qualified_name, obj, kind)
+    doc.aliases = introspect.aliases(qualified_name, obj, kind, also=[documented_name])
     return doc
 
 

@@ -46,6 +46,10 @@ class ParsedExample:
     caption: str = ""  # prose that introduced it inside an Examples section, if any
 
 
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
 def _is_doctest_line(line: str) -> bool:
     return bool(_PROMPT.match(line.lstrip()))
 
@@ -66,8 +70,11 @@ def split_runs(text: str) -> list[tuple[int, list[str], str]]:
             i += 1
             continue
         start, run = i, []
+        prompt_indent = _indent(lines[i])
         while i < len(lines):
             line = lines[i]
+            if line.strip() and _indent(line) < prompt_indent:
+                break  # a dedent ends a doctest nested in a list item or note (doctest's own rule)
             if _is_doctest_line(line):
                 run.append(line)
             elif line.strip() and run and run[-1].strip():
@@ -88,7 +95,8 @@ def split_runs(text: str) -> list[tuple[int, list[str], str]]:
 def _steps(lines: list[str], first_line: int) -> list[DoctestStep]:
     steps: list[DoctestStep] = []
     i = 0
-    base = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
+    # The prompts set the indentation (outputs may not be less indented, see split_runs).
+    base = min((_indent(ln) for ln in lines if ln.lstrip().startswith(">>>")), default=0)
     lines = [ln[base:] for ln in lines]
     while i < len(lines):
         line = lines[i]

@@ -21,11 +21,8 @@ from .catalog import Deprecation
 from .docstring_sections import split_docstring
 from .rst_inline import convert as convert_inline
 
-COVERED_MODULES = [
-    "torch.distributed", "torch.distributed.fsdp", "torch.distributed.device_mesh", "torch.distributed.tensor",
-    "torch.distributed.tensor.parallel", "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict",
-    "torch.distributed.algorithms.join", "torch.distributed.optim",
-]
+# Whole modules whose public names must be covered (torch.nn.parallel only for DDP, below).
+COVERED_MODULES = [m for m in introspect.PUBLIC_MODULES if m.startswith("torch.distributed")]
 COVERED_EXTRA = ["torch.nn.parallel.DistributedDataParallel"]
 
 PUBLIC_RULE = (

@@ -12,16 +12,20 @@ import inspect
 import re
 import textwrap
 import types
+import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-# Modules whose attributes count as public spellings of a documented object (for aliases).
-ALIAS_MODULES = [
+# The covered public modules (the issue's coverage list): an object exported from one of them is
+# named by its shortest path there, whatever module defines it or spelling a page documents it under.
+PUBLIC_MODULES = [
     "torch.distributed", "torch.distributed.fsdp", "torch.distributed.device_mesh", "torch.distributed.tensor",
     "torch.distributed.tensor.parallel", "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict",
-    "torch.distributed.algorithms", "torch.distributed.algorithms.join", "torch.distributed.optim",
-    "torch.distributed.distributed_c10d", "torch.nn.parallel",
+    "torch.distributed.algorithms.join", "torch.distributed.optim", "torch.nn.parallel",
 ]
+# Modules whose attributes count as spellings of a documented object (for aliases).
+ALIAS_MODULES = PUBLIC_MODULES + ["torch.distributed.algorithms", "torch.distributed.distributed_c10d"]
 # Conventional import abbreviations used throughout the upstream docs and examples.
 MODULE_ABBREVIATIONS = {"torch.distributed": "dist", "torch.distributed.checkpoint": "dcp"}
 CLASS_ABBREVIATIONS = {
@@ -83,6 +87,26 @@ def resolve(name: str, current_module: str | None) -> Resolved | None:
     return None
 
 
+def public_path(qualified_name: str, obj: Any, parent: Any) -> str:
+    """The canonical name of a module-level object: the shortest `module.name` among PUBLIC_MODULES
+    whose attribute `name` is this very object (users import `torch.distributed.destroy_process_group`,
+    not `torch.distributed.distributed_c10d.destroy_process_group`); qualified_name if none exports it."""
+    if obj is None or not inspect.ismodule(parent):
+        return qualified_name
+    short = qualified_name.rsplit(".", 1)[-1]
+    exported = [
+        f"{module_name}.{short}" for module_name in PUBLIC_MODULES
+        if (module := import_module(module_name)) is not None and _quiet_getattr(module, short) is obj
+    ]
+    return min(exported, key=lambda path: (path.count("."), path)) if exported else qualified_name
+
+
+def _quiet_getattr(obj: Any, name: str) -> Any:
+    with warnings.catch_warnings():  # some deprecated module attributes warn when touched
+        warnings.simplefilter("ignore")
+        return getattr(obj, name, None)
+
+
 def kind_of(obj: Any, parent: Any) -> str:
     if inspect.ismodule(obj):
         return "module"
@@ -103,7 +127,12 @@ _MODULE_PREFIX = re.compile(r"\b(?:[a-z_][\w]*\.)+(?=[A-Za-z_]\w*)")
 def format_annotation(annotation: Any) -> str | None:
     if annotation is inspect.Parameter.empty or annotation is inspect.Signature.empty:
         return None
+    if isinstance(annotation, (types.FunctionType, types.BuiltinFunctionType)):
+        return annotation.__name__  # `hook: callable` annotates with the builtin, not a type
     text = annotation if isinstance(annotation, str) else inspect.formatannotation(annotation)
+    text = re.sub(r"<(?:built-in )?function ([\w.]+)(?: at 0x[0-9a-fA-F]+)?>", r"\1", text)
+    text = re.sub(r"<class '([\w.]+)'>", r"\1", text)
+    text = re.sub(r"~(?=[A-Za-z_])", "", text)  # a TypeVar's repr is "~T"; the source says T
     return _MODULE_PREFIX.sub("", text).replace("NoneType", "None")
 
 
@@ -117,6 +146,11 @@ def format_default(value: Any) -> str:
         return f"{owner}.{value.name}"
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return value.__qualname__
+    if type(value) in (tuple, list):  # each item by these rules: a class inside is not "<class '...'>"
+        items = [format_default(item) for item in value]
+        if isinstance(value, list):
+            return "[" + ", ".join(items) + "]"
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     text = repr(value)
     text = re.sub(r"^datetime\.", "", text)
     if re.search(r" at 0x[0-9a-fA-F]+", text):
@@ -238,10 +272,11 @@ def definition_path(obj: Any) -> str | None:
     return None
 
 
-def aliases(qualified_name: str, obj: Any, kind: str) -> list[str]:
+def aliases(qualified_name: str, obj: Any, kind: str, also: Iterable[str] = ()) -> list[str]:
     """Other spellings of a documented object: public re-export paths (public first, then
-    shorter), its definition path, dist./dcp. forms, the short name and FSDP/DDP."""
-    found: set[str] = set()
+    shorter), its definition path, the spellings in `also` (the page's), dist./dcp. forms, the
+    short name and FSDP/DDP."""
+    found: set[str] = set(also)
     if kind in ("function", "class", "data"):
         short = qualified_name.rsplit(".", 1)[-1]
         for module_name in ALIAS_MODULES:

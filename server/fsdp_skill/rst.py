@@ -44,7 +44,7 @@ class _Converter:
         self.targets: dict[str, str] = {}
 
     def inline(self, text: str) -> str:
-        return convert_inline(text, self.substitutions, self.targets, escape_html=True)
+        return convert_inline(text, self.substitutions, self.targets, escape_html=True, resolve_uri=self.resolve_uri)
 
     def collect_definitions(self, lines: list[str]) -> None:
         """Named hyperlink targets and |substitutions| can be used before they are defined."""
@@ -70,9 +70,14 @@ class _Converter:
             lineno = line0 + i
             nxt = lines[i + 1] if i + 1 < n else ""
             if indent_of(line) > 0:
-                # A block quote in RST; in docstrings nearly always stray indentation: keep as prose.
+                # A block quote in RST; in docstrings nearly always stray indentation: keep as prose,
+                # unless it is code whose "::" the author forgot.
                 end = indented_end(lines, i)
-                out.extend(self.blocks(dedent(lines[i:end]), lineno))
+                body = dedent(lines[i:end])
+                if rst_blocks.looks_like_python(body):
+                    out.append(fence(body, "python"))
+                else:
+                    out.extend(self.blocks(body, lineno))
                 i = end
             elif _EXPLICIT.match(line):
                 end = indented_end(lines, i + 1)
@@ -133,8 +138,15 @@ class _Converter:
 
     def paragraph(self, lines: list[str], i: int, line0: int, out: list[Block]) -> int:
         end = _paragraph_end(lines, i, stop_at_breaks=True)
-        if end == i + 1 and end < len(lines) and lines[end].strip() and indent_of(lines[end]) > 0:
-            return self.definition_list(lines, i, line0, out)
+        # Deeper lines right under a paragraph (no blank line): under "Example::" a literal block
+        # (docstrings often omit the blank line); under one short line a definition-list term; else
+        # docutils' "unexpected indentation", which upstream means as a wrapped sentence.
+        deeper_next = end < len(lines) and bool(lines[end].strip()) and indent_of(lines[end]) > 0
+        if deeper_next and not lines[end - 1].rstrip().endswith("::"):
+            term = lines[i].strip()
+            if end == i + 1 and (len(term) <= 80 or term.endswith(":")):
+                return self.definition_list(lines, i, line0, out)
+            end = _continuation_end(lines, end)
         para = [ln.strip() for ln in lines[i:end]]
         literal_follows = para[-1].endswith("::")
         if literal_follows:
@@ -156,15 +168,15 @@ class _Converter:
         return end
 
     def definition_list(self, lines: list[str], i: int, line0: int, out: list[Block]) -> int:
-        """`term` + indented definition. Terms ending in ':' read as lead-in lines ("Usage:");
-        short terms become bold labels; anything else is prose that was merely indented."""
+        """`term` + indented definition. Terms ending in ':' read as lead-in lines ("Usage:"), and
+        code under them is a literal block whose "::" was forgotten; other terms become bold labels."""
         term = lines[i].strip()
         end = indented_end(lines, i + 1)
-        body = self.blocks(dedent(lines[i + 1 : end]), line0 + i + 1)
-        if term.endswith("::"):
-            return self.paragraph(lines, i, line0, out)
+        definition = dedent(lines[i + 1 : end])
+        code = term.endswith(":") and rst_blocks.looks_like_python(definition)
+        body = [fence(definition, "python")] if code else self.blocks(definition, line0 + i + 1)
         label = self.inline(term)
-        if term.endswith(":") or len(term) > 80:
+        if term.endswith(":"):
             out.append(rst_blocks.paragraph_lines(label))
         else:
             out.append(rst_blocks.paragraph_lines(f"**{label.strip()}**"))
@@ -266,6 +278,16 @@ def _starts_markup(lines: list[str], i: int) -> bool:
     )
 
 
+def _continuation_end(lines: list[str], start: int) -> int:
+    """End of the indented prose lines from start that continue the paragraph above them (they
+    stop at a blank line or at a line starting other markup)."""
+    j = start
+    while (j < len(lines) and lines[j].strip() and indent_of(lines[j]) > 0
+           and not _starts_markup([lines[j].strip()], 0)):
+        j += 1
+    return j
+
+
 def _strip_columns(lines: list[str], width: int) -> list[str]:
     """Dedent a list item's continuation lines by the marker width (or less if they are less)."""
     indents = [indent_of(ln) for ln in lines if ln.strip()]
@@ -304,7 +326,8 @@ def rst_to_markdown(text: str, *, origin: str, warn: Warn, first_line: int = 1,
 
     first_line is the source line of text's first line, so warnings name the right place;
     heading_base is the ATX level of the first section-title style met; resolve_uri maps an
-    image path as written ("/_static/img/x.png") to the URL to emit (default: unchanged).
+    image path or relative link as written ("/_static/img/x.png", "../intermediate/x.html") to
+    the URL to emit (default: unchanged).
     """
     lines = text.expandtabs(8).splitlines()
     converter = _Converter(origin, warn, autodoc, heading_base, resolve_uri)

@@ -22,7 +22,10 @@ _SHELL_START = re.compile(
     r"mkdir|wget|curl|nvidia-smi|uv|apt(-get)?|sudo|cat|echo|rm|cp|mv|source|docker|kubectl|tensorboard)(\s|$)"
     r"|[A-Z_][A-Z0-9_]*=\S*(\s+[A-Z_][A-Z0-9_]*=\S*)*\s+\S)"
 )
-_PYTHON_START = re.compile(r"^\s*(import |from \S+ import |def |class |@\w|async def |with |for |if |[\w.\[\]'\"]+\s*=[^=]|[\w.]+\()")
+_PYTHON_START = re.compile(
+    r"^\s*(import |from \S+ import |def |class |@\w|async def |with |for |if |while |try:|"
+    r"[\w.\[\]'\"]+\s*=[^=]|[\w.]+\()"
+)
 
 
 def indent_of(line: str) -> int:
@@ -75,6 +78,20 @@ def guess_language(code: list[str]) -> str:
     if _PYTHON_START.match(first):
         return "python"
     return "text"
+
+
+def looks_like_python(lines: list[str]) -> bool:
+    """Indented lines that are Python although no "::" announced a literal block ("Usage:" over
+    code): they parse, and the first statement line starts like Python. Prose does not parse."""
+    body = [ln for ln in lines if ln.strip()]
+    statements = [ln for ln in body if not ln.lstrip().startswith("#")]
+    if not statements or body[0].lstrip().startswith(">>>") or not _PYTHON_START.match(statements[0]):
+        return False
+    try:
+        ast.parse(textwrap.dedent("\n".join(lines)))
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def fence(code: list[str], language: str) -> Block:

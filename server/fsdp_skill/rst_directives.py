@@ -49,7 +49,8 @@ TITLED_CONTAINERS = {"grid-item-card", "card", "tab-item", "tab", "topic", "side
 PY_DESCRIPTIONS = {"class", "function", "method", "attribute", "data", "exception", "decorator", "staticmethod",
                    "classmethod", "property", "attr", "module-attribute", "envvar", "option", "describe", "object"}
 _DIRECTIVE = re.compile(r"^\.\.\s+([\w][\w:.+-]*)::(?:\s+(.*))?$|^\.\.\s+([\w][\w:.+-]*)::(.*)$")
-_SLOPPY_ADMONITION = re.compile(rf"^\.\.\s+({'|'.join(ADMONITIONS)})\s*:?\s*(.*)$", re.IGNORECASE)
+# ".. note:", ".. warning" and ".. warning ::" (a space before the colons) are comments to docutils.
+_SLOPPY_ADMONITION = re.compile(rf"^\.\.\s+({'|'.join(ADMONITIONS)})\s*:{{0,2}}\s*(.*)$", re.IGNORECASE)
 _OPTION = re.compile(r"^:([\w][\w -]*):(?:\s+(.*))?$")
 
 
@@ -85,7 +86,7 @@ def explicit_markup(conv: _Converter, block: list[str], lineno: int) -> list[Blo
         return directive(conv, name, argument, body, lineno)
     sloppy = _SLOPPY_ADMONITION.match(first)
     if sloppy and (sloppy.group(2) or body):
-        # ".. note:" / ".. warning" (missing "::") is a comment to Sphinx, but the author meant a note.
+        # ".. note:" / ".. warning" / ".. warning ::" is a comment to Sphinx, but the author meant a note.
         return admonition(conv, ADMONITIONS[sloppy.group(1).lower()], [sloppy.group(2)] + body, lineno)
     return []  # a comment
 

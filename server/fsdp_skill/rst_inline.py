@@ -3,12 +3,14 @@
 Sphinx cross-reference roles have no target offline, so they become code spans showing what the
 rendered docs show (`:func:`~torch.distributed.all_reduce`` → `` `all_reduce()` ``); hyperlinks
 become markdown links; `:math:` becomes `$…$`. One left-to-right regex scan: at each position the
-earliest construct wins, so a role spelled inside a code span stays literal.
+earliest construct wins, so a role spelled inside a code span stays literal. An inline literal ends
+at the first "``" it can (lazily), so a one-character literal does not swallow the next one.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 # Python-domain roles: rendered as code; functions and methods get "()" like Sphinx's
 # add_function_parentheses default.
@@ -25,7 +27,7 @@ _DROPPED_ROLES = {"octicon", "fa", "bdg", "bdg-primary", "bdg-secondary", "bdg-i
 
 _INLINE = re.compile(
     r"""
-    (?P<literal>``(?P<literal_body>\S(?:.*?\S)?)``(?!`))
+    (?P<literal>``(?P<literal_body>\S(?:.*?\S)??)``(?!`))
     | (?P<role>(?::(?P<role_name>[A-Za-z][\w:+.-]*):|\{(?P<myst_name>[A-Za-z][\w:+.-]*)\})
         `(?P<role_body>(?:[^`\\]|\\.)+)`)
     | (?P<link>`(?P<link_body>(?:[^`\\]|\\.)+)`(?P<link_tail>__?)(?![\w]))
@@ -110,38 +112,47 @@ def _role(name: str, body: str, substitutions: dict[str, str]) -> str:
     return code_span(_unescape(title if title is not None else target))
 
 
-def _link(body: str, targets: dict[str, str]) -> str:
+def _link(body: str, targets: dict[str, str], resolve_uri: Callable[[str], str] | None) -> str:
     title, target = _split_title(body)
+    target = _ZERO_WIDTH.sub("", target)  # upstream pasted "\u200bhttps://..." once
     if title is not None or re.match(r"^[a-z][\w+.-]*://|^mailto:", target):
         text = title if title is not None else target
         url = target
         if url.endswith("_") and url[:-1] in targets:  # `text <name_>`_ points at a named target
             url = targets[url[:-1]]
-        return f"[{_link_text(text)}]({_link_url(url)})"
+        return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})"
     # `name`_ : a reference to a named target defined elsewhere in the document.
     url = targets.get(target.lower()) or targets.get(target)
     text = _unescape(target)
-    return f"[{_link_text(text)}]({_link_url(url)})" if url else text
+    return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})" if url else text
 
 
 def _link_text(text: str) -> str:
     return _unescape(text).replace("[", "\\[").replace("]", "\\]")
 
 
-def _link_url(url: str) -> str:
-    url = "".join(url.split())
+def _link_url(url: str, resolve_uri: Callable[[str], str] | None = None) -> str:
+    """The URL to emit: whitespace from line wrapping removed; a relative one ("../x/y.html", which
+    means a page of the docs site and is broken in references/) made absolute by resolve_uri."""
+    url = _ZERO_WIDTH.sub("", "".join(url.split()))
+    if resolve_uri is not None and not re.match(r"^[a-zA-Z][\w+.-]*:|^#", url):
+        url = resolve_uri(url)
     return f"<{url}>" if re.search(r"[\s()<>]", url) else url
+
+
+_ZERO_WIDTH = re.compile("[\u200b\u200c\u200d\u2060\ufeff]")
 
 
 _HTML_LIKE = re.compile(r"<(?=[A-Za-z/!?])(?![a-z][\w+.-]*://[^>\s]*>)")
 
 
 def convert(text: str, substitutions: dict[str, str] | None = None, targets: dict[str, str] | None = None,
-            *, escape_html: bool = False) -> str:
+            *, escape_html: bool = False, resolve_uri: Callable[[str], str] | None = None) -> str:
     """Convert the inline markup of one paragraph (or table cell); newlines are kept.
 
     escape_html: RST prose has no raw HTML, so `<host>` is text; escaping its `<` keeps a
-    CommonMark renderer from swallowing it as a tag.
+    CommonMark renderer from swallowing it as a tag. resolve_uri: maps a relative link target
+    to the absolute URL to emit (default: kept as written).
     """
     substitutions = substitutions or {}
     targets = targets or {}
@@ -157,7 +168,7 @@ def convert(text: str, substitutions: dict[str, str] | None = None, targets: dic
             name = match.group("role_name") or match.group("myst_name")
             out.append(_role(name, match.group("role_body"), substitutions))
         elif match.group("link") is not None:
-            out.append(_link(match.group("link_body"), targets))
+            out.append(_link(match.group("link_body"), targets, resolve_uri))
         elif match.group("interp") is not None:
             suffix = match.group("suffix_role")
             body = match.group("interp_body")
