@@ -252,3 +252,48 @@ def test_an_object_autodocumented_under_two_spellings_renders_once_where_the_sho
     assert expanded.index("## Point-to-point") < expanded.index('<a id="torch.distributed.irecv"></a>')
     assert registry.repeats == 1 and list(registry.entries) == ["torch.distributed.irecv"]
     assert registry.entries["torch.distributed.irecv"].doc.documented_name == "torch.distributed.irecv"
+
+
+def test_the_catalog_description_does_not_repeat_the_summary_but_the_rendered_entry_shows_it_once() -> None:
+    for name in ("monitored_barrier", "get_world_size"):
+        [doc], _ = doc_of("autofunction", name)
+        entry = to_api_entry(doc, reference="collectives.md", anchor=doc.qualified_name, url=None, example_ids=[])
+        assert entry.summary and not " ".join(entry.description.split()).startswith(" ".join(entry.summary.split()))
+        markdown = render_api(doc, level=3)
+        first_words = " ".join(entry.summary.split()[:6])
+        assert " ".join(markdown.split()).count(first_words) == 1, name
+    [join], _ = doc_of("autoclass", "torch.distributed.algorithms.join.Join", current_module=None)
+    assert join.summary.startswith("This class defines the generic join context manager")
+    assert join.description.startswith("These hooks should shadow")
+
+
+def test_a_description_whose_first_paragraph_is_not_the_summary_is_kept_whole() -> None:
+    from fsdp_skill.docstrings import split_lead
+
+    assert split_lead("Intro text.\n\nMore.", "Other summary.") == ("", "Intro text.\n\nMore.")
+    assert split_lead("```python\ncode\n```\n\nText.", "Text.") == ("", "```python\ncode\n```\n\nText.")
+    assert split_lead("Wraps `x` and\n**y**.\n\n- item", "Wraps `x` and **y**.") == ("Wraps `x` and\n**y**.", "- item")
+
+
+def test_a_module_without_a_docstring_renders_no_heading_and_its_members_take_its_place() -> None:
+    from fsdp_skill.docstrings import is_bare_module
+
+    [module], _ = doc_of("automodule", "torch.distributed.debug", current_module=None, members="")
+    assert is_bare_module(module) and module.members
+    markdown = render_api(module, level=4)
+    assert "#### torch.distributed.debug\n" not in markdown and '<a id="torch.distributed.debug"></a>' not in markdown
+    assert markdown.startswith('<a id="torch.distributed.debug.')
+    assert re.search(r"^#### torch\.distributed\.debug\.\w+$", markdown, re.M)  # members moved up a level
+    [documented], _ = doc_of("automodule", "torch.distributed.run", current_module=None)
+    assert not is_bare_module(documented) and "# torch.distributed.run\n" in render_api(documented, level=2)
+
+
+def test_a_registry_places_no_entry_for_a_module_without_a_docstring() -> None:
+    from fsdp_skill.autodoc import AutodocRegistry
+
+    registry = AutodocRegistry(lambda o, ln, m: None)
+    hook = registry.hook(origin="checkpoint.md", source=None, page_url="https://docs/checkpoint.html")
+    page = "## DCP\n\n" + hook("automodule", "torch.distributed.checkpoint", {}, 1, 4) + "\nText.\n"
+    expanded = registry.expand(page)
+    assert "torch.distributed.checkpoint" not in expanded and "torch.distributed.checkpoint" not in registry.entries
+    assert expanded.startswith("## DCP\n\nText.")

@@ -82,3 +82,116 @@ def test_doctest_nested_in_a_list_item_ends_at_the_dedent_and_keeps_its_steps() 
     ]
     assert example.steps[0].expected is None and example.skip == "undefined variables"
     assert "3." not in example.text and count_prompts(example.text) == 2
+
+
+# --- world size: the largest lower bound any evidence in the example gives -------------------------
+
+
+def test_assumes_world_size_of_n_in_a_comment_sets_the_world_size() -> None:
+    text = (
+        ">>> if dist.get_rank() == 0:\n"
+        ">>>     # Assumes world_size of 3.\n"
+        ">>>     objects = [\"foo\", 12, {1: 2}]\n"
+        ">>> else:\n"
+        ">>>     objects = [None, None, None]\n"
+    )
+    [example] = parse_doctest(text)
+    assert example.world_size == 3
+
+
+def test_a_literal_device_mesh_needs_the_product_of_its_shape() -> None:
+    assert parse_doctest('>>> tp_mesh = init_device_mesh("cuda", (8,))\n')[0].world_size == 8
+    assert parse_doctest('>>> mesh = init_device_mesh("cpu", mesh_shape=(2, 4))\n')[0].world_size == 8
+    [example] = parse_doctest('>>> mesh = DeviceMesh(device_type="cuda", mesh=[[0, 1, 2, 3],[4, 5, 6, 7]])\n')
+    assert example.world_size == 8 and example.requires == ["cuda", "multi-gpu"]
+    assert parse_doctest('>>> mesh = DeviceMesh("cpu", torch.arange(4).view(2, 2))\n')[0].world_size == 4
+
+
+def test_meshes_of_several_sizes_in_one_example_need_the_largest() -> None:
+    # A mesh may be smaller than the world (torch only refuses a bigger one): 16 ranks fit both.
+    text = (
+        '>>> mesh_1d = init_device_mesh("cuda", mesh_shape=(8,))\n'
+        '>>> mesh_2d = init_device_mesh("cuda", mesh_shape=(2, 8), mesh_dim_names=("dp", "tp"))\n'
+    )
+    assert parse_doctest(text)[0].world_size == 16
+
+
+def test_literal_ranks_need_the_largest_rank_plus_one() -> None:
+    text = (
+        ">>> # Create two subgroups, where each has 2 processes.\n"
+        ">>> cur_subgroup, subgroups = dist.new_subgroups(ranks=[[0, 2], [1, 3]])\n"
+    )
+    assert parse_doctest(text)[0].world_size == 4
+    assert parse_doctest(">>> dist.send(t, dst=1)\n")[0].world_size == 2
+    assert parse_doctest(">>> dist.send(t, dst=rank + 1)\n")[0].world_size == 1  # not a literal rank
+
+
+def test_numbers_in_the_prose_before_an_example_do_not_set_its_world_size() -> None:
+    [example] = parse_doctest("Run it with torchrun --nproc-per-node=8 train.py:\n\n>>> dist.init_process_group()\n")
+    assert example.world_size == 1
+
+
+def test_a_comment_that_mentions_nccl_does_not_make_a_cpu_example_need_cuda() -> None:
+    text = '>>> # Assumes backend is not NCCL\n>>> device = torch.device("cpu")\n'
+    [example] = parse_doctest(text)
+    assert example.device == "cpu" and example.requires == []
+
+
+# --- statement boundaries: as the interactive console reads them -----------------------------------
+
+
+def test_an_unprompted_line_inside_open_brackets_continues_the_statement_instead_of_being_output() -> None:
+    text = (
+        ">>> state = PowerSGDState(process_group=process_group, matrix_approximation_rank=1,\n"
+        "                          start_powerSGD_iter=10, min_compression_rate=0.5)\n"
+        ">>> ddp_model.register_comm_hook(state, powerSGD_hook)\n"
+    )
+    [example] = parse_doctest(text)
+    first, second = example.steps
+    assert first.source.endswith("min_compression_rate=0.5)") and first.expected is None
+    assert second.source == "ddp_model.register_comm_hook(state, powerSGD_hook)"
+    compile(example.code, "<example>", "exec")
+
+
+def test_a_class_written_with_prompts_is_one_step_across_bare_prompts_and_column_zero_comments() -> None:
+    # LoadPlanner's example: methods separated by a bare ">>>", a comment at column 0 in a body.
+    text = (
+        ">>> # xdoctest: +SKIP(\"undefined vars\")\n"
+        ">>> class RenamePlanner(DefaultLoadPlanner):\n"
+        ">>>     def set_up_planner(self, state_dict, metadata):\n"
+        ">>>         self.original_state_dict = state_dict\n"
+        ">>>\n"
+        ">>>     def load_bytes(self, read_item, value):\n"
+        ">>> # Remove the \"foo_\" prefix\n"
+        ">>>         self.original_state_dict[read_item.dest_index.fqn[4:]] = value\n"
+        ">>> planner = RenamePlanner()\n"
+    )
+    [example] = parse_doctest(text)
+    assert [s.source.split("\n")[0] for s in example.steps] == ["class RenamePlanner(DefaultLoadPlanner):", "planner = RenamePlanner()"]
+    assert all(compile(s.source, "<step>", "exec") for s in example.steps)
+
+
+def test_if_else_decorators_and_a_mistyped_def_keep_their_bodies() -> None:
+    text = (
+        ">>> if dist.get_rank() == 0:\n"
+        ">>>     objects = [1]\n"
+        ">>> else:\n"
+        ">>>     objects = [None]\n"
+        ">>> @register_sharding(aten._softmax.default)\n"
+        ">>> def custom(x):\n"
+        ">>>     return x\n"
+        ">>> def allreduce(pg, bucket): -> torch.futures.Future\n"
+        ">>>     return pg\n"
+        ">>> objects\n"
+        "[1]\n"
+    )
+    [example] = parse_doctest(text)
+    assert [s.line for s in example.steps] == [1, 5, 8, 10]
+    assert example.steps[1].source.startswith("@register_sharding") and example.steps[1].source.endswith("return x")
+    assert example.steps[2].source.endswith("    return pg")  # upstream's typo is kept; the body stays with it
+    assert example.steps[3].expected == "[1]"
+
+
+def test_a_block_ends_at_a_statement_back_at_column_zero() -> None:
+    [example] = parse_doctest(">>> for i in range(2):\n>>>     x = i\n>>> # done\n>>> y = x\n")
+    assert [s.source for s in example.steps] == ["for i in range(2):\n    x = i", "# done", "y = x"]

@@ -124,3 +124,12 @@ def test_drop_empty_sections_removes_headings_without_content_but_keeps_code_bla
 
 def test_a_heading_whose_only_child_section_is_empty_goes_too() -> None:
     assert drop_empty_sections("# T\n\nText.\n\n## A\n\n### B\n\n## C\n\nc.\n") == "# T\n\nText.\n\n## C\n\nc.\n"
+
+
+def test_lint_flags_an_api_entry_heading_with_nothing_under_it_but_not_a_page_heading_with_subsections() -> None:
+    text = (
+        '# T\n\n<a id="torch.distributed"></a>\n\n## torch.distributed\n\n## Backends\n\n### Gloo\n\nText.\n\n'
+        '<a id="torch.distributed.x"></a>\n\n## torch.distributed.x\n\n```python\nx()\n```\n'
+    )
+    found = problems("t.md", text)
+    assert found == ["t.md:5: API entry 'torch.distributed' has nothing under its heading"]

@@ -86,9 +86,26 @@ def _title(doc: ApiDoc) -> str:
     return doc.qualified_name
 
 
+def is_bare_module(doc: ApiDoc) -> bool:
+    """A module without a docstring: nothing to show under a heading of its own."""
+    return doc.kind == "module" and not (
+        doc.lead or doc.description or doc.signature or doc.parameters or doc.returns or doc.raises
+        or doc.notes or doc.examples or doc.deprecation
+    )
+
+
 def render_api(doc: ApiDoc, *, level: int) -> str:
-    """Markdown for one entry and its members (members one level deeper)."""
-    lines = [f'<a id="{doc.qualified_name}"></a>', "", f"{'#' * min(level, 6)} {_title(doc)}", ""]
+    """Markdown for one entry and its members (members one level deeper).
+
+    A module without a docstring renders nothing of its own, as in Sphinx (whose automodule adds
+    only an invisible target): a heading with nothing under it reads as a broken page, and an anchor
+    left alone would name whatever heading follows it. Its members, if any, take its place in the
+    outline; it is not a catalog entry (see autodoc).
+    """
+    if is_bare_module(doc):
+        return "\n".join(render_api(member, level=level) for member in doc.members)
+    anchor = f'<a id="{doc.qualified_name}"></a>'
+    lines = [anchor, "", f"{'#' * min(level, 6)} {_title(doc)}", ""]
     if doc.signature:
         lines += [*_fence(doc.signature), ""]
     if doc.deprecation:
@@ -96,8 +113,9 @@ def render_api(doc: ApiDoc, *, level: int) -> str:
         if doc.deprecation.replacement and doc.deprecation.replacement not in text:
             text += f" Use `{doc.deprecation.replacement}` instead."
         lines += [*_quote(f"**Deprecated:** {text}"), ""]
-    if doc.description:
-        lines += [_shift_headings(doc.description, level + 1), ""]
+    text = "\n\n".join(part for part in (doc.lead, doc.description) if part)  # the full docstring prose
+    if text:
+        lines += [_shift_headings(text, level + 1), ""]
     parameters = _parameters(doc)
     if parameters:
         lines += [*parameters, ""]

@@ -127,9 +127,10 @@ class AutodocRegistry:
                     continue
                 # render_api renders members under their class; each is its own catalog entry.
                 for entry in docstrings.walk(doc):
-                    self.entries.setdefault(entry.qualified_name, Documented(entry, call.source, call.page_url))
+                    if not docstrings.is_bare_module(entry):  # rendered as nothing: no entry to place
+                        self.entries.setdefault(entry.qualified_name, Documented(entry, call.source, call.page_url))
                 parts.append(docstrings.render_api(doc, level=call.level).strip("\n"))
-            rendered[call_index] = "\n\n".join(parts)
+            rendered[call_index] = "\n\n".join(part for part in parts if part)
         return rendered
 
     def expand(self, markdown: str) -> str:

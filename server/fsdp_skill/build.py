@@ -232,6 +232,12 @@ def _section_url(chunk: Chunk | None, anchor: str, title: str, is_api: bool, lev
     return f"{chunk.page_url}#{sphinx_id(title)}"
 
 
+def _upstream_anchor(doc: Any) -> str:
+    """Sphinx's id for an entry: the spelling the page documented it under (not ours); a module's
+    target is 'module-<name>'."""
+    return f"module-{doc.documented_name}" if doc.kind == "module" else doc.documented_name
+
+
 def build_references(root: Path | None = None, *, ref: str | None = None) -> Output:
     """Build every generated file in memory (nothing is written)."""
     root = root or repo_root()
@@ -279,8 +285,7 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         for span in split_sections(rendered.text):
             chunk = _chunk_at(ranges, span.line - 1 - rendered.body_start)
             documented = registry.entries.get(span.anchor)
-            # Sphinx anchors an entry by the spelling the page documented it under, not ours.
-            upstream_anchor = documented.doc.documented_name if documented is not None else span.anchor
+            upstream_anchor = _upstream_anchor(documented.doc) if documented is not None else span.anchor
             url = _section_url(chunk, upstream_anchor, span.title, documented is not None, span.level)
             sections.append(
                 Section(

@@ -18,6 +18,8 @@ from . import deprecation, introspect
 from .catalog import Deprecation, Parameter
 from .docstring_sections import RawDocstring, RawItem, split_docstring
 from .doctests import ParsedExample, parse_doctest
+from .myst import markdown_parser
+from .render import plain_text
 from .rst import Warn, rst_to_markdown
 from .rst_inline import inline_to_markdown
 
@@ -32,6 +34,9 @@ class ApiDoc:
     module: str
     signature: str | None = None
     summary: str = ""
+    # The docstring's first paragraph as converted markdown when it is the summary (rendered above
+    # `description`, which then holds the rest: the catalog keeps summary and description apart).
+    lead: str = ""
     description: str = ""
     parameters: list[Parameter] = field(default_factory=list)
     returns: str | None = None
@@ -208,7 +213,7 @@ def _fill_from_docstring(doc: ApiDoc, raw: RawDocstring, params_sig: list[tuple[
     name = doc.qualified_name
     body = "\n".join(raw.body)
     doc.summary = _summary(raw.body)
-    doc.description = ctx.convert(body, name)
+    doc.lead, doc.description = split_lead(ctx.convert(body, name), doc.summary)
     for k, example in enumerate(parse_doctest(body)):
         doc.inline_examples.add(k)
         doc.examples.append(example)
@@ -252,6 +257,36 @@ def _summary(body: list[str]) -> str:
     if text.endswith("::"):
         text = text[:-1]
     return inline_to_markdown(text).strip()
+
+
+def split_lead(markdown: str, summary: str) -> tuple[str, str]:
+    """(first paragraph, the rest) when markdown opens with a paragraph saying `summary`, else ("", markdown).
+
+    Docstring bodies open with their summary line; the catalog stores the summary on its own, so
+    the description must not say it again (readers of the catalog would see it twice).
+    """
+    if not summary:
+        return "", markdown
+    tokens = markdown_parser().parse(markdown)
+    first = next((t for t in tokens if t.level == 0 and t.map), None)  # the first block, whatever it is
+    if first is None or first.type != "paragraph_open" or first.map is None:
+        return "", markdown
+    lines = markdown.split("\n")
+    start, end = first.map
+    paragraph = "\n".join(lines[start:end])
+    if _words(plain_text_of(paragraph)) != _words(plain_text_of(summary)):
+        return "", markdown
+    return paragraph.strip(), "\n".join(lines[end:]).strip()
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def plain_text_of(markdown: str) -> str:
+    """What a reader sees of one paragraph of inline markdown (markup dropped)."""
+    tokens = markdown_parser().parse(markdown)
+    return " ".join(plain_text(t) for t in tokens if t.type == "inline")
 
 
 def _item_markdown(item: RawItem, ctx: _Context, name: str) -> str:
@@ -309,6 +344,6 @@ def walk(doc: ApiDoc) -> list[ApiDoc]:
     return out
 
 
-from .api_render import render_api, to_api_entry, to_examples  # noqa: E402  (re-export)
+from .api_render import is_bare_module, render_api, to_api_entry, to_examples  # noqa: E402  (re-export)
 
-__all__ = ["ApiDoc", "document", "render_api", "to_api_entry", "to_examples", "walk"]
+__all__ = ["ApiDoc", "document", "is_bare_module", "render_api", "to_api_entry", "to_examples", "walk"]

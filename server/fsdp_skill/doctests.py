@@ -5,32 +5,32 @@ Pure stdlib: the verify runner may reuse it from a plain clone.
 Grouping rule: one example is a maximal run of doctest lines; blank lines inside the run do not
 split it (upstream writes one scenario in several paragraphs that share variables, e.g. all_reduce's
 complex-tensor part reuses `device`), but a prose line between runs does. Within an example, a step
-is one `>>>` statement with its `...` continuations, and its expected output is the following lines
-up to a blank line or the next prompt. Output lines ending in a `# Rank N` tag belong to rank N.
+is one statement as Python's interactive console would read it (see `_continues`), and its expected
+output is the following lines up to a blank line or the next prompt. Output lines ending in a
+`# Rank N` tag belong to rank N. What an example needs (world size, device, packages) is inferred
+in example_needs.
 """
 
 from __future__ import annotations
 
-import ast
+import codeop
+import io
 import re
-import sys
 import textwrap
+import tokenize
+import warnings
 from dataclasses import dataclass, field
 
+from . import example_needs
 from .catalog import DoctestStep
 
 _PROMPT = re.compile(r"^(>>>|\.\.\.)(?: |$)")
 _RANK_TAG = re.compile(r"\s*#\s*[Rr]ank\s+(\d+)\s*:?\s*$")
 _SKIP = re.compile(r"#\s*(?:x?doctest):?\s*\+SKIP(?:\((?P<reason>.*)\))?", re.IGNORECASE)
-_REQUIRES = re.compile(r"#\s*xdoctest:?\s*\+REQUIRES\((?P<what>[^)]*)\)", re.IGNORECASE)
-_WORLD_SIZE_TEXT = [
-    re.compile(r"\b(\d+)\s+ranks\b", re.IGNORECASE),
-    re.compile(r"\bworld_size\s*[=:]\s*(\d+)\b"),
-    re.compile(r"\bworld size (?:of |is |= ?)?(\d+)\b", re.IGNORECASE),
-    re.compile(r"\bnproc[-_]per[-_]node[= ](\d+)\b"),
-]
-_CUDA = re.compile(r"\bcuda\b|\.cuda\(|\bnccl\b", re.IGNORECASE)
-_KNOWN_REQUIREMENTS = {"numpy": "numpy", "np": "numpy", "torchvision": "torchvision", "transformers": "transformers"}
+# The first line of a compound statement (one that owns an indented block), and the clauses that
+# continue one at its own indentation. Used when upstream's header does not even compile.
+_BLOCK_HEADER = re.compile(r"^(?:async\s+)?(?:def|class|if|for|while|with|try)\b|^@|^match\b.*:\s*(?:#.*)?$")
+_CLAUSE = re.compile(r"^(?:elif|else|except|finally|case)\b")
 
 
 @dataclass
@@ -92,6 +92,11 @@ def split_runs(text: str) -> list[tuple[int, list[str], str]]:
     return runs
 
 
+def _code(line: str) -> str:
+    """A prompt line's code: the text after `>>> ` or `... `."""
+    return line[4:] if line[3:4] == " " else line[3:]
+
+
 def _steps(lines: list[str], first_line: int) -> list[DoctestStep]:
     steps: list[DoctestStep] = []
     i = 0
@@ -103,15 +108,12 @@ def _steps(lines: list[str], first_line: int) -> list[DoctestStep]:
         if not line.startswith(">>>"):
             i += 1
             continue
-        source = [line[4:] if line.startswith(">>> ") else line[3:]]
+        source = [_code(line)]
         line_no = first_line + i
         i += 1
-        while i < len(lines) and _PROMPT.match(lines[i]) and (
-            lines[i].startswith("...") or _incomplete("\n".join(source))
-        ):
-            # Upstream sometimes continues a statement with ">>>" instead of "...".
-            source.append(lines[i][4:] if lines[i][3:4] == " " else lines[i][3:])
-            i += 1
+        while i < len(lines) and (taken := _continues("\n".join(source), lines, i)):
+            source += [_code(ln) if _PROMPT.match(ln) else ln.rstrip() for ln in lines[i : i + taken]]
+            i += taken
         output: list[str] = []
         while i < len(lines) and lines[i].strip() and not lines[i].startswith(">>>"):
             output.append(lines[i])
@@ -134,52 +136,73 @@ def _steps(lines: list[str], first_line: int) -> list[DoctestStep]:
     return steps
 
 
-def _incomplete(source: str) -> bool:
-    """True when source is the start of a statement that continues on the next line."""
+def _continues(source: str, lines: list[str], i: int) -> int:
+    """How many lines from lines[i] on belong to the statement `source` (0: it ends before them).
+
+    The interactive console's rule, made to fit how upstream writes doctests:
+    - a `...` line always continues the statement;
+    - inside open brackets (or after a backslash) any next line does, with or without a prompt
+      (upstream writes `PowerSGDState(...,` and continues on an unprompted, indented line);
+    - after decorators, the next prompt line (the decorated def or class) does;
+    - a compound statement (codeop still wants more input, or a header that upstream mistyped) takes
+      a later prompt line that is indented or is an else/elif/except/finally clause, together with
+      the blank and comment-only lines between (upstream writes block bodies with `>>>`, and
+      separates methods with a bare `>>>`).
+    """
+    line = lines[i]
+    if line.startswith("..."):
+        return 1
+    state = _open_state(source)
+    if state == "brackets":
+        return 1 if line.strip() else 0
+    if not line.startswith(">>>"):
+        return 0
+    if state == "decorator":
+        return 1
+    if state != "block":
+        return 0
+    for j in range(i, len(lines)):
+        candidate = lines[j]
+        if not candidate.strip():
+            continue  # a blank line between block lines
+        if not candidate.startswith(">>>"):
+            return 0  # output: the statement above is over
+        code = _code(candidate)
+        if not code.strip() or code.lstrip().startswith("#"):
+            continue
+        return j - i + 1 if code[:1].isspace() or _CLAUSE.match(code) else 0
+    return 0
+
+
+def _open_state(source: str) -> str | None:
+    """'brackets', 'decorator' or 'block' when source is an unfinished statement, else None."""
     try:
-        ast.parse(source)
-    except SyntaxError as exc:
-        message = str(exc.msg)
-        return "never closed" in message or "unexpected EOF" in message or "expected an indented block" in message
-    return False
+        for _ in tokenize.generate_tokens(io.StringIO(source + "\n").readline):
+            pass
+    except tokenize.TokenError:
+        return "brackets"  # EOF inside brackets, after a backslash, or in a triple-quoted string
+    except SyntaxError:  # an IndentationError from a mistyped block: let the block rule decide
+        pass
+    code_lines = [ln for ln in source.split("\n") if ln.strip() and not ln.lstrip().startswith("#")]
+    if not code_lines:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            complete = codeop.compile_command(source, "<doctest>", "single") is not None
+        except (SyntaxError, ValueError, OverflowError):
+            complete = None  # does not compile at all: judge by the header alone
+    if complete:
+        return None
+    if all(ln.startswith("@") for ln in code_lines):
+        return "decorator"
+    if complete is False or _BLOCK_HEADER.match(code_lines[0]):
+        return "block"
+    return None
 
 
 def _is_directive_only(source: str) -> bool:
     return bool(re.fullmatch(r"\s*#\s*x?doctest:?.*", source, re.IGNORECASE))
-
-
-def _world_size(steps: list[DoctestStep], text: str) -> int:
-    sizes = [1]
-    for step in steps:
-        sizes.extend(rank + 1 for rank in step.expected_by_rank)
-    for pattern in _WORLD_SIZE_TEXT:
-        sizes.extend(int(m.group(1)) for m in pattern.finditer(text) if 0 < int(m.group(1)) <= 64)
-    return max(sizes)
-
-
-def _requires(code: str, text: str, device: str, world_size: int) -> list[str]:
-    needs: set[str] = set()
-    if device == "cuda":
-        needs.add("cuda")
-        if world_size > 1 or re.search(r"cuda:[1-9]", code):
-            needs.add("multi-gpu")
-    for match in re.finditer(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)", code, re.M):
-        root = match.group(1)
-        if root not in sys.stdlib_module_names and root != "torch":
-            needs.add(_KNOWN_REQUIREMENTS.get(root, root))
-    if re.search(r"\bnp\.", code):
-        needs.add("numpy")
-    if re.search(r"\brpc\.|torch\.distributed\.rpc|\bRRef\b", code):
-        needs.add("rpc")
-    for match in _REQUIRES.finditer(text):
-        what = match.group("what").strip()
-        if what.startswith("module:"):
-            needs.add(_KNOWN_REQUIREMENTS.get(what[7:], what[7:]))
-        elif "cuda" in what.lower() or "gpu" in what.lower():
-            needs.add("cuda")
-        else:
-            needs.add(what)
-    return sorted(needs)
 
 
 def parse_doctest(text: str) -> list[ParsedExample]:
@@ -197,14 +220,16 @@ def parse_doctest(text: str) -> list[ParsedExample]:
         if not steps:
             continue
         code = "\n".join(s.source for s in steps) + "\n"
-        world_size = _world_size(steps, run_text)
-        device = "cuda" if _CUDA.search(code) else "cpu"
+        tagged = [rank for s in steps for rank in s.expected_by_rank]
+        trees = example_needs.parse_pieces(s.source for s in steps)
+        world_size = example_needs.world_size(tagged, run_text, trees)
+        device = example_needs.device(code)
         examples.append(ParsedExample(
             code=code,
             steps=steps,
             world_size=world_size,
             device=device,
-            requires=_requires(code, run_text, device, world_size),
+            requires=example_needs.requirements(code, run_text, device, world_size),
             skip=skip,
             line=start + 1,
             text=textwrap.dedent(run_text),

@@ -2,7 +2,8 @@
 
 `markdown_checks.artefacts` (the one artefact checker) finds RST/MyST/scrape leftovers in prose and
 unclosed fences; this adds what a reference file must satisfy as a whole: one title, every fence
-labelled with a language, unique anchors, and no headerlink debris ("#" or "¶" glued to a heading).
+labelled with a language, unique anchors, no headerlink debris ("#" or "¶" glued to a heading), and
+no API entry heading with nothing under it (it reads as a broken page).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from .myst import markdown_parser
 from .render import anchors, outline
 
 _HEADERLINK_TAIL = re.compile(r"(\s#|¶)\s*$")
+_ANCHOR_LINE = re.compile(r'^<a id="[^"]+"></a>$')
 
 
 def problems(name: str, text: str) -> list[str]:
@@ -34,6 +36,12 @@ def problems(name: str, text: str) -> list[str]:
             found.append(f"{name}:{heading.line + 1}: headerlink debris in heading {heading.raw!r}")
         if not heading.text:
             found.append(f"{name}:{heading.line + 1}: empty heading")
+    lines = text.splitlines()
+    for index, heading in enumerate(headings):
+        stop = headings[index + 1].line if index + 1 < len(headings) else len(lines)
+        body = [line for line in lines[heading.end : stop] if line.strip() and not _ANCHOR_LINE.match(line.strip())]
+        if heading.anchor_id and not body:
+            found.append(f"{name}:{heading.line + 1}: API entry {heading.anchor_id!r} has nothing under its heading")
     seen: dict[str, int] = {}
     for heading, anchor in zip(headings, anchors(headings)):
         if anchor in seen:
