@@ -194,6 +194,19 @@ def test_writing_the_report_keeps_other_backends_and_drops_examples_gone_from_th
     assert sorted((r["name"], r["backend"]) for r in merged["results"]) == [("a#1", "gloo"), ("b#1", "gloo"), ("b#1", "nccl")]
 
 
+def test_a_run_at_the_documented_sizes_replaces_rows_at_a_size_the_catalog_no_longer_documents(tmp_path: Path) -> None:
+    day = datetime.date(2025, 1, 2)
+    old_size = {**RESULTS[0], "world_size": 1}
+    nccl = {**RESULTS[0], "backend": "nccl"}
+    write_report(build_report([old_size, nccl], "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md")
+    extra = {**RESULTS[1], "world_size": 8}
+    added = write_report(build_report([extra], "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md")
+    assert sorted((r["name"], r["world_size"]) for r in added["results"]) == [("a#1", 8), ("b#1", 1), ("b#1", 2)]
+    merged = write_report(build_report(RESULTS, "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md", documented_sizes=True)
+    rows = sorted((r["name"], r["backend"], r["world_size"]) for r in merged["results"])
+    assert rows == [("a#1", "gloo", 2), ("b#1", "gloo", 2), ("b#1", "nccl", 2)]
+
+
 def test_all_entry_points_accept_the_same_verify_flags() -> None:
     argv = ["--backend", "gloo", "--world-size", "2", "-k", "x", "--id", "a#1", "--id", "b#2", "--timeout", "5", "--json", "o.json", "--write-report"]
     ours = vars(build_parser().parse_args(argv))
@@ -240,3 +253,88 @@ def test_error_messages_lose_timestamps_addresses_and_argument_reprs_but_keep_th
     assert clean_message(raw) == "[ProcessGroupGloo.cpp:1537] Check failed: a == b"
     assert clean_message("set(): bad\n\nInvoked with: TCPStore(port=4242), 'k'") == "set(): bad\nInvoked with: (argument reprs elided)"
     assert clean_message("<object at 0x7f00aa>") == "<object>"
+
+
+# -- module globals (doctest's globs) -------------------------------------------------------------
+
+
+def _fake_module(name: str, **values: object) -> str:
+    """A module registered in sys.modules (so importlib finds it) holding `values` as its globals."""
+    import types
+
+    module = types.ModuleType(name)
+    module.__dict__.update(values)
+    sys.modules[name] = module
+    return name
+
+
+def _run_in_process(symbol: str, *sources: str) -> dict:
+    import torch
+
+    from fsdp_skill.verify.execute import RankContext, run_example
+
+    payload = {"id": f"{symbol}#1", "symbol": symbol,
+               "units": [{"source": s, "expected": None, "expected_by_rank": {}, "line": n} for n, s in enumerate(sources, 1)]}
+    ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"))
+    return run_example(payload, ctx, barrier=False)
+
+
+def test_an_example_finds_the_names_its_defining_module_imports_as_doctest_provides_them() -> None:
+    # DefaultSavePlanner and WriteItemType are globals of torch.distributed.checkpoint.default_planner,
+    # where the re-exported class is defined: its docstring example uses both without importing them.
+    result = _run_in_process(
+        "torch.distributed.checkpoint.DefaultSavePlanner",
+        "class FP16Planner(DefaultSavePlanner):\n    kind = WriteItemType.BYTE_IO",
+        "print(FP16Planner.kind.name)",
+    )
+    assert result["error"] is None, result["error"]
+    assert result["outputs"]["1"] == "BYTE_IO\n"
+
+
+def test_the_runners_names_win_over_the_modules_and_the_module_itself_is_never_modified() -> None:
+    name = _fake_module("verify_fake_globals_a", helper=41, rank="the module's rank", device="the module's device")
+    result = _run_in_process(f"{name}.documented", "print(helper + 1, rank, device)", "helper = 'changed by the example'")
+    assert result["error"] is None, result["error"]
+    assert result["outputs"]["0"] == "42 0 cpu\n"
+    assert sys.modules[name].helper == 41
+
+
+def test_the_defining_module_is_the_one_that_defines_the_object_the_class_for_a_method_or_the_module_itself() -> None:
+    from fsdp_skill.verify.module_globals import defining_module
+
+    assert defining_module("torch.distributed.checkpoint.DefaultSavePlanner").__name__ == "torch.distributed.checkpoint.default_planner"
+    fsdp = "torch.distributed.fsdp.FullyShardedDataParallel"
+    assert defining_module(f"{fsdp}.optim_state_dict").__name__ == "torch.distributed.fsdp.fully_sharded_data_parallel"
+    assert defining_module("torch.distributed.launch").__name__ == "torch.distributed.launch"
+    assert defining_module("no_such_top_level_module_anywhere.x") is None
+
+
+def test_names_in_the_module_globals_are_defined_for_the_fragment_check_and_the_rest_are_listed() -> None:
+    from fsdp_skill.verify.plan import Capabilities, skip_reason
+
+    caps = Capabilities("2.13.0", False, 0, False, True, True, True)
+    entry = {"id": "torch.distributed.checkpoint.DefaultSavePlanner#9", "world_size": 1}
+    runs = spec_from_entry({**entry, "steps": _steps(("class P(DefaultSavePlanner):\n    t = WriteItemType", None))})
+    assert skip_reason(runs, "gloo", 1, caps) is None
+    fragment = spec_from_entry({**entry, "steps": _steps(("p = DefaultSavePlanner()", None), ("p.set_up_planner(model.state_dict())", None))})
+    reason = skip_reason(fragment, "gloo", 1, caps)
+    assert reason is not None and reason.startswith("fragment: uses model, defined neither by the example")
+    assert "torch.distributed.checkpoint.default_planner" in reason
+    assert analyze(["x = helper + 1"], "gloo", provided={"helper"}).undefined == ()
+
+
+def test_a_name_error_in_the_examples_own_code_is_a_fragment_skip_naming_it_not_a_doc_bug() -> None:
+    name = _fake_module("verify_fake_globals_b", helper=1)
+    # run_example does not consult the static check, so this stands in for a read the check cannot see.
+    result = _run_in_process(f"{name}.documented", "def use():\n    return not_defined_anywhere + helper", "use()")
+    assert result["error"]["undefined_name"] == "not_defined_anywhere"
+    spec = spec_from_entry({"id": f"{name}.documented#1", "world_size": 2, "steps": _steps(("use()", None))})
+    verdict = classify(spec, _outcome({0: {**_ok(0, {}), "error": result["error"]}, 1: {**_ok(1, {}), "error": result["error"]}}))
+    assert verdict.status == "skipped"
+    assert verdict.reason.startswith("fragment: uses not_defined_anywhere without defining it (found when it ran")
+
+
+def test_a_name_error_raised_inside_library_code_is_not_mistaken_for_a_fragment() -> None:
+    result = _run_in_process("torch.distributed.all_reduce", "eval('missing_inside_eval', {})")
+    assert result["error"]["type"] == "NameError"
+    assert "undefined_name" not in result["error"]

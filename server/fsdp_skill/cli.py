@@ -67,7 +67,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 def _add_verify(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="run the catalog's documented examples across ranks")
     # The flags live with the runner, which `python -m fsdp_skill.verify` and scripts/ share (stdlib only).
-    from .verify.cli import add_arguments
+    from .verify.args import add_arguments
 
     add_arguments(p)
     p.set_defaults(handler="fsdp_skill.verify.cli:cli_verify")

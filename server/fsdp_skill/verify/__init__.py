@@ -18,8 +18,21 @@ Modules, one job each:
 
 from __future__ import annotations
 
-from .cli import cli_verify, main
-from .examples import ExampleSpec, Unit, load_examples, select
-from .runner import RunOptions, run_spawned
+import importlib
+from typing import Any
+
+# Loaded on first use, not at import: `fsdp_skill.verify.args` is imported by every `fsdp-skill` command
+# (to build the parser), and none of them should pay for the runner's modules.
+_LAZY = {
+    "cli_verify": "cli", "main": "cli", "ExampleSpec": "examples", "Unit": "examples",
+    "load_examples": "examples", "select": "examples", "RunOptions": "runner", "run_spawned": "runner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select"]

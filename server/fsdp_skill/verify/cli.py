@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .args import add_arguments
 from .examples import CatalogReadError, ExampleSpec, load_examples, select
 from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
@@ -24,22 +25,6 @@ def repo_root() -> Path:
     # Same rule as fsdp_skill.paths (not imported: this subpackage depends on the stdlib and torch only).
     env = os.environ.get("FSDP_SKILL_ROOT")
     return Path(env).resolve() if env else Path(__file__).resolve().parents[3]
-
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo", help="gloo runs on CPU; nccl needs one GPU per rank")
-    p.add_argument(
-        "--world-size",
-        type=int,
-        help="run every selected example at this many ranks (default: each at its documented world size; "
-        "outputs are compared only at the documented size)",
-    )
-    p.add_argument("-k", dest="pattern", help="only examples whose id contains PATTERN (case-insensitive)")
-    p.add_argument("--id", dest="ids", action="append", metavar="EXACT_ID", help="only this example id (repeatable)")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-example timeout in seconds (default 60)")
-    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the per-example JSON report here")
-    p.add_argument("--write-report", action="store_true", help="rewrite references/verification.md (+ .json)")
-    p.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -161,7 +146,7 @@ def cli_verify(args: argparse.Namespace) -> int:
         write_atomic(Path(args.json_path), dumps_json(report))
     if args.write_report:
         refs = repo_root() / "references"
-        write_report(report, refs / "verification.json", refs / "verification.md", known)
+        write_report(report, refs / "verification.json", refs / "verification.md", known, documented_sizes=options.world_size is None)
         print(f"wrote {refs / 'verification.md'} and verification.json")
     return 1 if any(r["status"] == "failed" for r in results) else 0
 

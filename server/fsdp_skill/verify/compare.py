@@ -4,7 +4,8 @@ Statuses, and the rule behind each (applied in this order):
 
 - **skipped** — the example cannot run here, for a named reason: decided before running (see `plan`),
   or because a rank raised an error that names a missing capability (no CUDA, no numpy, an op gloo
-  does not implement, a torch name this version lacks).
+  does not implement, a torch name this version lacks), or because the example's own code read a
+  name that nothing defines (a fragment the static check could not see).
 - **failed** — the runner could not get a clean answer: a rank timed out, died, stayed blocked after
   another rank raised, or the ranks raised *different* errors (a partial, rank-dependent failure).
 - **doc-bug** — the documented example is wrong for this torch, with evidence: either every rank
@@ -117,6 +118,14 @@ def classify(spec: ExampleSpec, outcome: Any, compare_outputs: bool = True, back
     results: dict[int, dict[str, Any]] = outcome.results
     errors = {r: res["error"] for r, res in sorted(results.items()) if res.get("error")}
     for rank, err in errors.items():
+        if err.get("undefined_name"):
+            # The static check is lenient inside functions, loops and branches (a name bound anywhere there
+            # counts), so a read that runs before its binding, or never gets one, only shows now.
+            return Verdict(
+                "skipped",
+                f"fragment: uses {err['undefined_name']} without defining it (found when it ran: rank {rank} raised "
+                f"NameError at line {err['line']}; upstream shows part of a program)",
+            )
         label = capability_reason(f"{err['type']}: {err['message']}")
         if label is None and backend == "gloo" and spec.device == "cuda" and "gloo" in err["message"].lower():
             # Written for CUDA/NCCL (which accepts e.g. the "stack form" of all_gather_single); gloo is stricter.

@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from .module_globals import module_globals
 from .rewrite import BACKEND_NAME, DEVICE_NAME, rewrite_tree
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -45,13 +46,18 @@ class RankContext:
     device: Any  # torch.device; typed loosely so this module imports without torch
 
 
-def _namespace(ctx: RankContext) -> dict[str, Any]:
+def _namespace(ctx: RankContext, symbol: str | None) -> dict[str, Any]:
+    """doctest's globs (a copy of the documented object's module globals), with the runner's names on top.
+
+    Ours win: an example's `rank`, `device` or `dist` must be the runner's, whatever the module calls so.
+    """
     import torch
     import torch.distributed as dist
     import torch.nn as nn
     import torch.nn.functional as F
 
-    return {
+    namespace = module_globals(symbol) if symbol else {}
+    namespace.update({
         "__name__": "__verify__",
         "__builtins__": __builtins__,
         "torch": torch,
@@ -65,7 +71,8 @@ def _namespace(ctx: RankContext) -> dict[str, Any]:
         "device": ctx.device,
         DEVICE_NAME: ctx.device,
         BACKEND_NAME: ctx.backend,
-    }
+    })
+    return namespace
 
 
 def _compile_unit(source: str, filename: str, backend: str) -> tuple[Any, Any]:
@@ -97,6 +104,17 @@ def _example_traceback(exc: BaseException) -> str:
     return "".join(lines)
 
 
+def _undefined_in_example(exc: BaseException, example_id: str) -> str | None:
+    """The name, when the example's own code read a name nothing defines (it is a fragment, not wrong).
+
+    Only a NameError raised in the example's frames counts: one raised inside torch is torch's bug.
+    """
+    if type(exc) is not NameError or not isinstance(getattr(exc, "name", None), str):
+        return None
+    frames = traceback.extract_tb(exc.__traceback__)
+    return exc.name if frames and frames[-1].filename.startswith(f"<{example_id} line ") else None
+
+
 def format_warning(w: warnings.WarningMessage) -> str:
     text = str(w.message).strip().splitlines()[0] if str(w.message).strip() else ""
     return f"{w.category.__name__}: {_ADDRESS.sub('', text)}"
@@ -109,7 +127,7 @@ def run_example(payload: dict[str, Any], ctx: RankContext, barrier: bool = True)
 
     torch.manual_seed(0)  # examples using randn print the same numbers run after run
     torch.set_default_dtype(torch.float32)
-    namespace = _namespace(ctx)
+    namespace = _namespace(ctx, payload.get("symbol"))
     outputs: dict[str, str] = {}
     error: dict[str, Any] | None = None
     started = time.perf_counter()
@@ -133,6 +151,8 @@ def run_example(payload: dict[str, Any], ctx: RankContext, barrier: bool = True)
                     "message": clean_message(str(exc)),
                     "traceback": _example_traceback(exc),
                 }
+                if undefined := _undefined_in_example(exc, payload["id"]):
+                    error["undefined_name"] = undefined
                 break
             outputs[str(index)] = buffer.getvalue()
         if error is None and ctx.device.type == "cuda":

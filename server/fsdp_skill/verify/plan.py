@@ -13,6 +13,7 @@ import importlib.util
 from dataclasses import dataclass
 
 from .examples import ExampleSpec
+from .module_globals import defining_module, global_names
 from .rewrite import analyze
 
 # More ranks than this on one machine are not spawned (each is a full Python process with torch loaded).
@@ -116,7 +117,7 @@ def skip_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabili
             f"needs {world_size} ranks: more than the {MAX_LOCAL_RANKS} processes this runner starts on one machine "
             f"(launch it with torchrun across nodes)"
         )
-    found = analyze([u.source for u in spec.units], backend)
+    found = analyze([u.source for u in spec.units], backend, global_names(spec.symbol))
     if found.reads_argv:
         return "reads the command line of a launched script (argparse / sys.argv): it belongs in a torchrun script" + _upstream(spec)
     if found.nothing_left:
@@ -133,7 +134,13 @@ def skip_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabili
         )
     if found.undefined:
         names = ", ".join(found.undefined)
-        return f"fragment: uses {names} without defining it (upstream shows part of a program){_upstream(spec)}"
+        module = defining_module(spec.symbol)
+        if module is None:
+            return f"fragment: uses {names} without defining it (upstream shows part of a program){_upstream(spec)}"
+        return (
+            f"fragment: uses {names}, defined neither by the example nor in the globals of {module.__name__} "
+            f"(which it runs in, as doctest does): upstream shows part of a program{_upstream(spec)}"
+        )
     if found.placeholders:
         lines = ", ".join(str(n) for n in found.placeholders)
         return f"fragment: `...` stands in for a value (statement line {lines} of the example){_upstream(spec)}"

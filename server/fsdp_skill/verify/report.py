@@ -38,15 +38,27 @@ def for_commit(report: dict[str, Any]) -> dict[str, Any]:
     return {**report, "results": results}
 
 
-def merge(previous: dict[str, Any] | None, report: dict[str, Any], known: set[str] | None = None) -> dict[str, Any]:
+def merge(
+    previous: dict[str, Any] | None,
+    report: dict[str, Any],
+    known: set[str] | None = None,
+    documented_sizes: bool = False,
+) -> dict[str, Any]:
     """Keep previous results for (example, backend, world size) combinations this run did not cover.
 
     Results of another torch version, or of examples no longer in the catalog (`known`), are dropped.
+    A run at the documented world sizes (`documented_sizes`, no --world-size) is authoritative for the
+    examples and backends it covered: their rows at other sizes go too, so a world size the catalog
+    has since corrected leaves no stale row behind. A --world-size run adds its rows beside them.
     """
     if not previous or previous.get("torch_version") != report["torch_version"]:
         return report
     fresh = {_key(r) for r in report["results"]}
-    kept = [r for r in previous.get("results", []) if _key(r) not in fresh and (known is None or r.get("name") in known)]
+    covered = {(r["name"], r["backend"]) for r in report["results"]} if documented_sizes else set()
+    kept = [
+        r for r in previous.get("results", [])
+        if _key(r) not in fresh and (r.get("name"), r.get("backend")) not in covered and (known is None or r.get("name") in known)
+    ]
     return {**report, "results": sorted(kept + report["results"], key=_key)}
 
 
@@ -73,6 +85,9 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         "Every `>>>` example in the catalog was run on every rank by `fsdp-skill verify` "
         "(`scripts/verify_examples.py` from a plain clone), at the world size the example documents. "
+        "As under doctest, each example runs in a fresh copy of the globals of the module that defines the "
+        "documented object, with the runner's `rank`, `world_size`, `device`, `torch` and `dist` on top; an example "
+        "using a name defined in neither is a fragment (skipped, naming it). "
         "Statuses: **passed** (every documented output matched on every rank), **doc-bug** (the docs are wrong "
         "for this torch: the documented code raises on every rank, or an output differs; the actual output is in "
         "`verification.json`), **skipped** (cannot run here; the reason says why), **failed** (a rank hung, "
@@ -111,9 +126,11 @@ def read_previous(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("results"), list) else None
 
 
-def write_report(report: dict[str, Any], json_path: Path, md_path: Path, known: set[str] | None = None) -> dict[str, Any]:
-    """Merge with what is there, write both files atomically, return what was written."""
-    merged = for_commit(merge(read_previous(json_path), report, known))
+def write_report(
+    report: dict[str, Any], json_path: Path, md_path: Path, known: set[str] | None = None, documented_sizes: bool = False
+) -> dict[str, Any]:
+    """Merge with what is there (see `merge`), write both files atomically, return what was written."""
+    merged = for_commit(merge(read_previous(json_path), report, known, documented_sizes))
     write_atomic(json_path, dumps_json(merged))
     write_atomic(md_path, render_markdown(merged))
     return merged

@@ -11,8 +11,9 @@ re-rendered text) points every hard-coded CUDA device at the runner's device:
 - `"nccl"` backend strings -> the backend being verified (`"gloo"` stays: it works beside NCCL too)
 - on gloo: `torch.cuda.set_device(...)` -> no-op; `device_ids=`, `output_device=`, `device_id=` -> None
 
-`analyze` finds what no rewrite can fix: names the example uses but never defines (upstream shows a
-fragment), `...` used as a placeholder value, and CUDA-only APIs (streams, events, memory stats).
+`analyze` finds what no rewrite can fix: names the example uses but neither defines nor finds in its
+module's globals (upstream shows a fragment), `...` used as a placeholder value, and CUDA-only APIs
+(streams, events, memory stats).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import ast
 import builtins
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 DEVICE_NAME = "__verify_device__"
@@ -244,12 +246,16 @@ def _does_nothing(tree: ast.Module) -> bool:
     )
 
 
-def analyze(sources: list[str], backend: str) -> Analysis:
-    """What keeps the (rewritten) example from running as written: see `Analysis`."""
+def analyze(sources: list[str], backend: str, provided: Iterable[str] = ()) -> Analysis:
+    """What keeps the (rewritten) example from running as written: see `Analysis`.
+
+    `provided`: names the example's namespace already holds besides the runner's own and the builtins
+    (the defining module's globals, as doctest provides them).
+    """
     original = ast.parse("\n".join(sources))
     tree = rewrite_tree(ast.parse("\n".join(sources)), backend)
     # Undefined names are judged on the code as written: the rewrite may drop a call (set_device(args.x)).
-    undefined = sorted(_undefined(original, set(BOUND_NAMES) | set(dir(builtins))))
+    undefined = sorted(_undefined(original, set(BOUND_NAMES) | set(dir(builtins)) | set(provided)))
     cuda_only = sorted(set(_cuda_only_apis(tree))) if backend != "nccl" else []
     return Analysis(
         tuple(undefined),

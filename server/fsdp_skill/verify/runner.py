@@ -48,7 +48,8 @@ def launched_by_torchrun(environ: dict[str, str] | None = None) -> bool:
 
 
 def payload_for(spec: ExampleSpec) -> dict[str, Any]:
-    return {"id": spec.id, "units": [u.to_json() for u in spec.units]}
+    # The symbol picks the module globals the example runs in (see `module_globals`).
+    return {"id": spec.id, "symbol": spec.symbol, "units": [u.to_json() for u in spec.units]}
 
 
 def make_result(spec: ExampleSpec, backend: str, world_size: int, verdict: Verdict, seconds: float, warnings: list[str]) -> Result:

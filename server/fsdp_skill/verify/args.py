@@ -1,0 +1,24 @@
+"""The runner's command-line flags, shared by `fsdp-skill verify`, `python -m fsdp_skill.verify` and
+scripts/verify_examples.py. Kept apart from `cli` (stdlib only, no runner imports) so that building the
+`fsdp-skill` parser, which every command does, costs nothing: `fsdp-skill serve` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo", help="gloo runs on CPU; nccl needs one GPU per rank")
+    p.add_argument(
+        "--world-size",
+        type=int,
+        help="run every selected example at this many ranks (default: each at its documented world size; "
+        "outputs are compared only at the documented size)",
+    )
+    p.add_argument("-k", dest="pattern", help="only examples whose id contains PATTERN (case-insensitive)")
+    p.add_argument("--id", dest="ids", action="append", metavar="EXACT_ID", help="only this example id (repeatable)")
+    p.add_argument("--timeout", type=float, default=60.0, help="per-example timeout in seconds (default 60)")
+    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the per-example JSON report here")
+    p.add_argument("--write-report", action="store_true", help="rewrite references/verification.md (+ .json)")
+    p.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")
