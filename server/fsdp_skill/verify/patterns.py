@@ -1,0 +1,389 @@
+"""Run one pattern from assets/patterns/ under torchrun, and read the metadata header it starts with.
+
+Stdlib only (torch is imported lazily, to count GPUs), like the rest of `fsdp_skill.verify`: a plain
+clone runs it. The catalog builder (`fsdp_skill.patterns`) reads the same header through
+`read_header`, so the two can never disagree about what a pattern needs.
+
+The header. A Python pattern's module docstring, a shell template's first comment block, starts with
+`key: value` lines, then a blank line, then prose whose first paragraph is the summary:
+
+    name: fsdp2-training              lowercase words joined by hyphens, unique
+    title: FSDP2 training loop ...    one line
+    world_size: 2                     ranks it is launched with (torchrun --nproc-per-node)
+    requires: cuda                    comma-separated, empty when gloo on CPU is enough
+    tags: fsdp2, fully_shard, ...     comma-separated search terms
+    launch: ...                       optional: the command line, when the default does not fit
+
+Running. A `.py` pattern runs as `python -m torch.distributed.run --standalone --nproc-per-node N`
+(the same interpreter, so no `torchrun` on PATH is needed); a shell template runs with bash, with
+NPROC_PER_NODE/NNODES/MASTER_ADDR/MASTER_PORT set for one local node and a `torchrun` shim for this
+interpreter first on PATH. Everything starts in a new session, so on a timeout the whole process
+group (torchrun and every rank) is killed: no orphans.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PATTERN_SUFFIXES = (".py", ".sh", ".sbatch")
+REQUIRED_KEYS = ("name", "title", "world_size")
+OPTIONAL_KEYS = ("requires", "tags", "launch")
+# What a pattern may declare it needs; anything else is a typo the header check reports.
+KNOWN_REQUIREMENTS = {
+    "cuda": "one CUDA GPU per rank and the nccl backend",
+    "slurm": "a SLURM allocation (srun and SLURM_JOB_ID)",
+}
+NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_KEY_RE = re.compile(r"^([a-z_]+):[ \t]*(.*?)\s*$")
+OUTPUT_LIMIT = 40_000  # characters of output kept per run (the tail: that is where errors are)
+KILL_GRACE_S = 5.0
+
+
+class PatternHeaderError(ValueError):
+    """A pattern's header is missing or malformed; `line` is 1-based in the pattern file."""
+
+    def __init__(self, path: Path, line: int, message: str) -> None:
+        super().__init__(f"{path}:{line}: {message}")
+        self.path, self.line, self.message = path, line, message
+
+
+@dataclass(frozen=True)
+class PatternHeader:
+    path: Path
+    name: str
+    title: str
+    world_size: int
+    requires: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
+    launch: str | None = None
+    summary: str = ""
+    description: str = ""
+    key_lines: dict[str, int] = field(default_factory=dict)  # key -> 1-based line, for error messages
+
+    @property
+    def kind(self) -> str:
+        return "python" if self.path.suffix == ".py" else "shell"
+
+
+def _python_comment_block(path: Path, text: str) -> tuple[list[str], int]:
+    """The module docstring's lines and the 1-based file line of its first line."""
+    try:
+        module = ast.parse(text, filename=str(path))
+    except SyntaxError as exc:
+        raise PatternHeaderError(path, exc.lineno or 1, f"does not parse: {exc.msg}") from None
+    first = module.body[0] if module.body else None
+    if not (
+        isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)
+    ):
+        raise PatternHeaderError(path, 1, "no module docstring: start the file with the metadata header docstring")
+    # The raw (uncleaned) string starts right after the opening quotes, on the docstring's first line.
+    return first.value.value.split("\n"), first.lineno
+
+
+def _shell_comment_block(path: Path, text: str) -> tuple[list[str], int]:
+    """The first comment block after the shebang, without the '#' markers (#SBATCH lines end it)."""
+    lines = text.split("\n")
+    start = 1 if lines and lines[0].startswith("#!") else 0
+    block: list[str] = []
+    for line in lines[start:]:
+        if not line.startswith("#") or line.startswith("#SBATCH") or line.startswith("#!"):
+            break
+        block.append(line[2:] if line.startswith("# ") else line[1:])
+    return block, start + 1
+
+
+def _split_list(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+def parse_header(path: Path, text: str) -> PatternHeader:
+    """Parse the metadata header of one pattern's source text; raises PatternHeaderError."""
+    if path.suffix == ".py":
+        block, first_line = _python_comment_block(path, text)
+    elif path.suffix in PATTERN_SUFFIXES:
+        block, first_line = _shell_comment_block(path, text)
+    else:
+        raise PatternHeaderError(path, 1, f"not a pattern file (expected one of {', '.join(PATTERN_SUFFIXES)})")
+
+    index = 0
+    while index < len(block) and not block[index].strip():
+        index += 1
+    values: dict[str, str] = {}
+    key_lines: dict[str, int] = {}
+    while index < len(block) and block[index].strip():
+        line_no = first_line + index
+        match = _KEY_RE.match(block[index].strip())
+        if not match:
+            raise PatternHeaderError(path, line_no, f"expected 'key: value' in the header, got {block[index].strip()!r}")
+        key, value = match.groups()
+        if key not in REQUIRED_KEYS + OPTIONAL_KEYS:
+            allowed = ", ".join(REQUIRED_KEYS + OPTIONAL_KEYS)
+            raise PatternHeaderError(path, line_no, f"unknown header key {key!r} (allowed: {allowed})")
+        if key in values:
+            raise PatternHeaderError(path, line_no, f"header key {key!r} given twice")
+        values[key], key_lines[key] = value, line_no
+        index += 1
+    header_end = first_line + index
+    for key in REQUIRED_KEYS:
+        if not values.get(key):
+            raise PatternHeaderError(path, header_end, f"header has no {key!r}: add a '{key}: ...' line")
+
+    name = values["name"]
+    if not NAME_RE.match(name):
+        raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
+    try:
+        world_size = int(values["world_size"])
+    except ValueError:
+        world_size = 0
+    if world_size < 1:
+        raise PatternHeaderError(path, key_lines["world_size"], f"world_size must be a positive integer, got {values['world_size']!r}")
+    requires = _split_list(values.get("requires", ""))
+    for requirement in requires:
+        if requirement not in KNOWN_REQUIREMENTS:
+            known = ", ".join(sorted(KNOWN_REQUIREMENTS))
+            raise PatternHeaderError(path, key_lines["requires"], f"unknown requirement {requirement!r} (known: {known})")
+
+    description = "\n".join(block[index:]).strip()
+    summary = " ".join(description.split("\n\n", 1)[0].split()) if description else ""
+    if not summary:
+        raise PatternHeaderError(path, header_end, "no summary: add a paragraph after the header's blank line")
+    return PatternHeader(
+        path=path,
+        name=name,
+        title=values["title"],
+        world_size=world_size,
+        requires=requires,
+        tags=_split_list(values.get("tags", "")),
+        launch=values.get("launch") or None,
+        summary=summary,
+        description=description,
+        key_lines=key_lines,
+    )
+
+
+def read_header(path: Path | str) -> PatternHeader:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PatternHeaderError(path, 1, "no such file") from None
+    return parse_header(path, text)
+
+
+def pattern_files(directory: Path) -> list[Path]:
+    """The pattern files of a directory, sorted by name (deterministic catalogs and reports)."""
+    if not directory.is_dir():
+        return []
+    return sorted(p for p in directory.iterdir() if p.is_file() and p.suffix in PATTERN_SUFFIXES)
+
+
+# ---------------------------------------------------------------------------------------- running
+
+
+def _skip_reason(requires: tuple[str, ...], world_size: int, backend: str) -> str | None:
+    """Why this pattern cannot run here with this backend, or None when it can."""
+    if "slurm" in requires and not (shutil.which("srun") and os.environ.get("SLURM_JOB_ID")):
+        return "needs a SLURM allocation (srun on PATH and SLURM_JOB_ID set): submit it with sbatch, or run it inside salloc"
+    needs_gpus = backend == "nccl" or "cuda" in requires
+    if not needs_gpus:
+        return None
+    if "cuda" in requires and backend != "nccl":
+        return f"needs CUDA ({world_size} GPU(s), one per rank) and the nccl backend; this run uses {backend}"
+    import torch  # lazily: only GPU questions need it
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if gpus < world_size:
+        return f"needs {world_size} CUDA GPU(s), one per rank, for nccl; this machine has {gpus}"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _torchrun_shim(directory: Path) -> Path:
+    """A `torchrun` for this interpreter, so templates work from a venv that is not activated."""
+    shim = directory / "torchrun"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m torch.distributed.run "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    return directory
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the whole session (torchrun and its ranks), then SIGKILL whatever is left after a grace period.
+
+    The group id stays valid while any member lives, even after the leader (torchrun) exited.
+    """
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # ranks that ignored SIGTERM, or a stuck leader
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=KILL_GRACE_S)
+
+
+_ERROR_LINE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception|Interrupt|Exit)\b:?.*")
+_RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
+# torchrun's summary of the first rank that died: "Root Cause ... rank : 1 ... exitcode : -6".
+_ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
+
+
+def failure_reason(output: str, returncode: int) -> str:
+    """The most telling line of a failed run: the last exception a rank raised; else which rank died
+    how (signal, C++ terminate message); else the exit status."""
+    best: str | None = None
+    terminate: str | None = None
+    for raw in output.splitlines():
+        line = _RANK_PREFIX.sub("", raw).strip()
+        if _ERROR_LINE.match(line) and "ChildFailedError" not in line:
+            best = line
+        elif line.startswith("terminate called"):
+            terminate = line
+    if best:
+        return best[:300]
+    root = _ROOT_CAUSE.search(output)
+    if root:
+        rank, code = int(root.group(1)), int(root.group(2))
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        return f"rank {rank} {how}" + (f" ({terminate})" if terminate else "")
+    if returncode < 0:
+        return f"killed by signal {-returncode} ({signal.Signals(-returncode).name})"
+    return f"exit code {returncode}"
+
+
+def build_command(path: Path, world_size: int) -> list[str]:
+    if path.suffix == ".py":
+        return [
+            sys.executable, "-m", "torch.distributed.run",
+            "--standalone", "--nnodes", "1", "--nproc-per-node", str(world_size), str(path),
+        ]
+    return ["bash", str(path)]
+
+
+def run_pattern(
+    path: Path | str,
+    world_size: int,
+    backend: str = "gloo",
+    timeout: float = 180.0,
+    requires: tuple[str, ...] | list[str] | None = None,
+) -> dict[str, Any]:
+    """Run one pattern at `world_size` ranks; returns {status, seconds, reason, output, command}.
+
+    status is "passed" (exit 0), "failed" (non-zero exit, a timeout, or a bad header) or "skipped"
+    (this machine or backend cannot run it; reason says what it needs). `requires` defaults to the
+    pattern's header. The pattern picks its device from DIST_BACKEND, which is set to `backend`.
+    """
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    path = Path(path).resolve()
+    result: dict[str, Any] = {"status": "failed", "seconds": 0.0, "reason": "", "output": "", "command": ""}
+    if requires is None:
+        try:
+            requires = read_header(path).requires
+        except PatternHeaderError as exc:
+            result["reason"] = str(exc)
+            return result
+    skip = _skip_reason(tuple(requires), world_size, backend)
+    if skip:
+        result.update(status="skipped", reason=skip)
+        return result
+
+    command = build_command(path, world_size)
+    result["command"] = " ".join(command)
+    with tempfile.TemporaryDirectory(prefix="fsdp-pattern-") as scratch:
+        env = dict(os.environ)
+        env.update(
+            DIST_BACKEND=backend,
+            PYTHONUNBUFFERED="1",
+            OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),  # also silences torchrun's banner
+            NPROC_PER_NODE=str(world_size),
+            NNODES="1",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(_free_port()),
+            PATH=f"{_torchrun_shim(Path(scratch))}{os.pathsep}{env.get('PATH', '')}",
+        )
+        started = time.monotonic()
+        # A new session: the pattern's whole process tree shares one process group we can kill.
+        proc = subprocess.Popen(
+            command, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            raw, _ = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raw, _ = proc.communicate(timeout=KILL_GRACE_S)  # everything that wrote the pipe is dead
+            timed_out = True
+        finally:
+            if proc.poll() is None:  # an exception (Ctrl-C) while waiting: leave nothing behind
+                _kill_group(proc)
+        result["seconds"] = round(time.monotonic() - started, 2)
+
+    output = raw.decode("utf-8", errors="replace")
+    result["output"] = output[-OUTPUT_LIMIT:]
+    if timed_out:
+        result["reason"] = f"timed out after {timeout:g} s; killed torchrun and its ranks"
+    elif proc.returncode == 0:
+        result["status"] = "passed"
+    else:
+        result["reason"] = failure_reason(output, proc.returncode)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m fsdp_skill.verify.patterns [FILE ...]`: run patterns, one summary line each."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m fsdp_skill.verify.patterns", description=main.__doc__)
+    parser.add_argument("files", nargs="*", help="pattern files (default: every file in assets/patterns/)")
+    parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
+    parser.add_argument("--timeout", type=float, default=180.0, help="per-pattern timeout in seconds")
+    args = parser.parse_args(argv)
+    # Same rule as fsdp_skill.paths (not imported: this subpackage stays stdlib + torch only).
+    root = Path(os.environ.get("FSDP_SKILL_ROOT") or Path(__file__).resolve().parents[3])
+    default_dir = root / "assets" / "patterns"
+    files = [Path(f) for f in args.files] or pattern_files(default_dir)
+    if not files:
+        print(f"no pattern files in {default_dir}", file=sys.stderr)
+        return 2
+    failed = 0
+    for file in files:
+        try:
+            header = read_header(file)
+        except PatternHeaderError as exc:
+            print(f"FAILED   {file.name}: {exc.message}")
+            failed += 1
+            continue
+        outcome = run_pattern(file, header.world_size, backend=args.backend, timeout=args.timeout)
+        losses = [line.strip() for line in outcome["output"].splitlines() if line.lstrip().startswith("loss ")]
+        detail = outcome["reason"] or (losses[-1] if losses else "")
+        print(f"{outcome['status'].upper():8} {header.name:28} ws={header.world_size} {outcome['seconds']:6.1f}s  {detail}")
+        failed += outcome["status"] == "failed"
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
