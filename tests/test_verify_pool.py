@@ -1,6 +1,6 @@
-"""Multi-process behaviour of the example runner: hangs, raising ranks, recycling, no orphans.
+"""Multi-process behaviour of the example runner: hangs, raising ranks, recycling, re-grouping, no orphans.
 
-One run covers every scenario so that the ranks are spawned as few times as possible (2 shared cores).
+Two runs (one at a single world size, one across sizes 1, 2 and 3) cover every scenario so that the ranks are spawned as few times as possible (2 shared cores).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.verify import pool as pool_module
+from fsdp_skill.verify import runner as runner_module
 from fsdp_skill.verify.examples import spec_from_entry
 from fsdp_skill.verify.plan import Capabilities
 from fsdp_skill.verify.runner import RunOptions, run_spawned
@@ -143,4 +144,89 @@ def test_a_fresh_pool_replaces_a_killed_one_and_the_killed_ranks_are_gone(outcom
 def test_no_child_process_survives_a_run(outcome: dict) -> None:
     assert multiprocessing.active_children() == []
     leftover = [pid for pid in set(_live_children()) - outcome["before"] if _alive(pid)]
+    assert leftover == []
+
+
+# -- one pool across world sizes ------------------------------------------------------------------
+
+
+def _sized(name: str, world_size: int, steps: list[tuple[str, object]]) -> dict:
+    return {**_example(name, steps), "world_size": world_size}
+
+
+def _bindings(name: str, world_size: int) -> dict:
+    """Each rank prints its runner bindings and the process group's view; rank r of N expects (r, N, r, N)."""
+    expected = {str(r): f"({r}, {world_size}, {r}, {world_size}, {world_size * (world_size - 1) // 2})" for r in range(world_size)}
+    return _sized(name, world_size, [
+        ("t = torch.tensor([rank])", None),
+        ("dist.all_reduce(t)", None),
+        ("(rank, world_size, dist.get_rank(), dist.get_world_size(), int(t))", expected),
+    ])
+
+
+SIZED_EXAMPLES = [
+    _bindings("size1", 1),
+    _bindings("size2-before-crash", 2),
+    # rank 1's process dies outright: the whole pool (idle process included) goes, the run goes on.
+    _sized("size2-crash", 2, [("import os", None), ("if rank == 1:\n    os._exit(3)", None), ("dist.barrier()", None)]),
+    _bindings("size2-after-crash", 2),
+    _bindings("size3", 3),
+]
+
+
+class _RecordingPool(pool_module.RankPool):
+    """The real pool, remembering how many processes it spawned, their pids and the groups it joined."""
+
+    started: list[_RecordingPool] = []
+
+    def start(self, start_timeout_s: float | None = None) -> None:
+        self.joined: list[int] = []
+        super().start(start_timeout_s)
+        self.pids = [proc.pid for proc in self.procs]
+        _RecordingPool.started.append(self)
+
+    def join_group(self, world_size: int) -> None:
+        self.joined.append(world_size)
+        super().join_group(world_size)
+
+
+@pytest.fixture(scope="module")
+def sized_run() -> dict:
+    mp = pytest.MonkeyPatch()
+    mp.setattr(runner_module, "RankPool", _RecordingPool)
+    _RecordingPool.started = []
+    before = set(_live_children())
+    try:
+        specs = [spec_from_entry(e) for e in SIZED_EXAMPLES]
+        results = run_spawned(specs, RunOptions(backend="gloo", timeout_s=20.0), Capabilities.detect())
+    finally:
+        mp.undo()
+    pools = [(pool.size, pool.joined, pool.pids) for pool in _RecordingPool.started]
+    return {"results": {r["name"].split("#")[1]: r for r in results}, "pools": pools, "before": before}
+
+
+def test_one_pool_serves_every_world_size_with_the_right_rank_and_world_size_bindings(sized_run: dict) -> None:
+    results = sized_run["results"]
+    for name in ("size1", "size2-before-crash", "size2-after-crash", "size3"):
+        assert results[name]["status"] == "passed", results[name]
+    assert [r["world_size"] for r in results.values()] == [1, 2, 2, 2, 3]
+    # Spawned for the largest size (3) and re-grouped at 1 then 2; not one pool per world size.
+    first_size, first_groups, _ = sized_run["pools"][0]
+    assert (first_size, first_groups) == (3, [1, 2])
+
+
+def test_a_crash_in_the_size_2_group_is_reported_and_a_fresh_pool_runs_the_rest_of_size_2_and_size_3(sized_run: dict) -> None:
+    crash = sized_run["results"]["size2-crash"]
+    assert crash["status"] == "failed"
+    assert "rank(s) died while running the example (rank 1 exit code 3)" in crash["reason"]
+    assert len(sized_run["pools"]) == 2
+    (_, _, killed_pids), (fresh_size, fresh_groups, fresh_pids) = sized_run["pools"]
+    assert (fresh_size, fresh_groups) == (3, [2, 3])  # the sizes still needed, largest first spawned
+    assert set(killed_pids).isdisjoint(fresh_pids)
+    assert not [pid for pid in killed_pids + fresh_pids if _alive(pid)]  # idle process 2 included
+
+
+def test_no_child_process_survives_a_run_across_world_sizes(sized_run: dict) -> None:
+    assert multiprocessing.active_children() == []
+    leftover = [pid for pid in set(_live_children()) - sized_run["before"] if _alive(pid)]
     assert leftover == []

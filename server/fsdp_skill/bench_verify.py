@@ -1,24 +1,27 @@
 """`fsdp-skill bench verify`: the pooled runner against a spawn per example and against the floor.
 
 All three run in one process, on the same machine state:
-- pooled: `fsdp_skill.verify` as shipped (one pool per world size, reused across examples)
+- pooled: `fsdp_skill.verify` as shipped (one pool spawned for the largest world size; each world size
+  re-initializes the process group in those processes)
 - spawn per example: the same runner with a fresh spawn + init + teardown for every example
-- floor: a bare spawn + init + destroy per world size, running nothing — no pooled run can beat it
+- floor: the issue's definition, a bare spawn + init + destroy per world size, running nothing. It was a
+  lower bound for a runner with one pool per world size; the shipped runner spawns only once (the
+  largest size) and re-inits in warm processes, so it can beat this floor: a ratio below 1.0 is
+  expected and is printed as measured.
 
-The floor is measured exactly the way the pooled run starts and stops its pools: the same `RankPool`
-(torch.multiprocessing's spawn context, a FileStore rendezvous, a polite stop), so the difference
-between the two is only the examples' own work and the runner's planning.
+The floor uses the runner's own machinery: `RankPool` (torch.multiprocessing's spawn context, a
+FileStore rendezvous, a polite stop), started with exactly `size` processes for each world size.
 
 Fairness on a shared machine: an untimed warm-up pool first (otherwise whatever runs first pays for the
-cold page cache and the first spawn; a floor measured first once came out slower than the pooled run),
+cold page cache and the first spawn),
 then `ROUNDS` paired rounds of floor and pooled, alternating which goes first. The floor ratio is the
 median of the per-round ratios (each pairs runs made under the same load); the speedup divides the one
 spawn-per-example run (the slow one, made after the first round) by the median pooled run. Every wall
 sample is printed, and CPU seconds (this process + its reaped ranks) with their ratios as a cross-check
 that other jobs on the machine inflate far less.
 
-Targets printed with the ratios: pooled at least 5x faster than spawn-per-example, and within 1.5x of
-the floor. Exit status 1 when a target is missed, so CI can run it as a check.
+Targets printed with the ratios: pooled at least 5x faster than spawn-per-example, and at most 1.5x
+the floor (below 1.0 is fine). Exit status 1 when a target is missed, so CI can run it as a check.
 """
 
 from __future__ import annotations
@@ -60,11 +63,15 @@ def _measure(work: Callable[[], str]) -> tuple[Sample, str]:
 
 
 def _floor(sizes: list[int], timeout_s: float) -> str:
-    """A bare start + close of one pool per world size: what the pooled run cannot avoid."""
+    """A bare spawn + init + destroy per world size, as the issue defines the floor; runs nothing."""
     for size in sizes:
         pool = RankPool(size, "gloo", timeout_s)
         pool.start()
-        pool.close()
+        try:
+            pool.join_group(size)
+            pool.leave_group()
+        finally:
+            pool.close()
     return ""
 
 
@@ -129,6 +136,6 @@ def cli_bench_verify(args: argparse.Namespace) -> int:
     ok_speed, ok_floor = speedup >= SPEEDUP_TARGET, over_floor <= FLOOR_TARGET
     print(f"pooled vs spawn per example: {speedup:.1f}x faster (target >= {SPEEDUP_TARGET:g}x) {'ok' if ok_speed else 'MISSED'}"
           f"   [cpu: {cpu_speedup:.1f}x]")
-    print(f"pooled vs floor: {over_floor:.2f}x the floor, median of paired rounds (target <= {FLOOR_TARGET:g}x) "
+    print(f"pooled vs floor: {over_floor:.2f}x the floor, median of paired rounds (target <= {FLOOR_TARGET:g}x; below 1 is fine) "
           f"{'ok' if ok_floor else 'MISSED'}   [cpu: {cpu_over_floor:.2f}x]")
     return 0 if ok_speed and ok_floor else 1

@@ -1,11 +1,16 @@
-"""A pool of ranks for one world size: spawn once, init once, run many examples, die cleanly.
+"""A pool of ranks: spawn once for the largest world size, re-init the process group for each size.
 
-The parent talks to each rank over its own pipe and waits on the pipes and the process sentinels
+Importing torch dominates a rank's start, so a run spawns its processes once, as many as the largest
+world size it needs, and for each world size N asks processes 0..N-1 to join a fresh process group of
+size N (a new FileStore file each time); processes N and up sit idle for that group. Between sizes the
+group's ranks destroy it. Joining and leaving a group in warm processes costs milliseconds.
+
+The parent talks to each process over its own pipe and waits on the pipes and the process sentinels
 together (`multiprocessing.connection.wait`), so a result, a dead rank and the deadline are all noticed
 without polling. Anything abnormal — the per-example deadline passing, a rank dying, ranks still busy a
-few seconds after another rank raised (they are blocked in a collective it never reached) — collects
-each stuck rank's Python stack (SIGUSR1 → faulthandler) and kills the whole pool. The caller then
-starts a fresh pool for the remaining examples.
+few seconds after another rank raised (they are blocked in a collective it never reached), a group that
+cannot be joined or left — collects each stuck rank's Python stack (SIGUSR1 → faulthandler) and kills
+the whole pool, idle processes included. The caller then starts a fresh pool for the remaining examples.
 """
 
 from __future__ import annotations
@@ -52,56 +57,101 @@ def _tail(path: str) -> str:
 
 
 class RankPool:
-    def __init__(self, world_size: int, backend: str, timeout_s: float) -> None:
-        self.world_size = world_size
+    """`size` spawned processes; while a group is joined, processes 0..group_size-1 are its ranks."""
+
+    def __init__(self, size: int, backend: str, timeout_s: float) -> None:
+        self.size = size
         self.backend = backend
         self.timeout_s = timeout_s
-        self.workdir = tempfile.mkdtemp(prefix=f"fsdp-verify-ws{world_size}-")
+        self.workdir = tempfile.mkdtemp(prefix=f"fsdp-verify-{backend}-{size}procs-")
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
         self.alive = False
+        self.group_size = 0  # world size of the joined group; 0 while no group is joined
+        self.groups_joined = 0  # how many groups this pool has joined (each gets its own store file)
 
     def _log(self, rank: int) -> str:
         return os.path.join(self.workdir, f"rank{rank}.log")
 
+    def _members(self) -> list[int]:
+        return list(range(self.group_size))
+
+    def _send(self, rank: int, message: dict[str, Any]) -> None:
+        # A rank that already died cannot be written to; the gather that follows sees its sentinel.
+        try:
+            self.conns[rank].send(message)
+        except (OSError, ValueError):
+            pass
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self, start_timeout_s: float | None = None) -> None:
+        """Spawn the processes and wait until each has imported torch. Raises PoolStartError."""
         import torch.multiprocessing as mp
 
         ctx = mp.get_context("spawn")
-        store = os.path.join(self.workdir, "store")
-        for rank in range(self.world_size):
-            parent_end, child_end = ctx.Pipe(duplex=True)
-            proc = ctx.Process(
-                target=worker_main,
-                args=(rank, self.world_size, self.backend, store, self._log(rank), self.timeout_s, os.getpid(), child_end),
-                name=f"verify-rank{rank}",
-                daemon=True,
-            )
-            proc.start()
-            child_end.close()
-            self.procs.append(proc)
-            self.conns.append(parent_end)
         self.alive = True
-        # Importing torch in every rank is the slow part of a start; it is bounded like everything else.
+        try:
+            for rank in range(self.size):
+                parent_end, child_end = ctx.Pipe(duplex=True)
+                proc = ctx.Process(
+                    target=worker_main,
+                    args=(rank, self.backend, self._log(rank), self.timeout_s, os.getpid(), child_end),
+                    name=f"verify-rank{rank}",
+                    daemon=True,
+                )
+                self.conns.append(parent_end)
+                proc.start()
+                child_end.close()
+                self.procs.append(proc)
+        except BaseException:
+            self.close(kill=True)  # the ranks already started, and the pool's folder, go too
+            raise
+        # Importing torch in every process is the slow part of a start; it is bounded like everything else.
         deadline = time.monotonic() + (start_timeout_s or max(120.0, self.timeout_s))
-        replies = self._gather(set(range(self.world_size)), deadline)
+        self._expect(list(range(self.size)), "ready", deadline, f"could not start {self.size} {self.backend} processes")
+
+    def join_group(self, world_size: int) -> None:
+        """Processes 0..world_size-1 init a fresh process group of that size. Raises PoolStartError."""
+        if not self.alive:
+            raise RuntimeError("join_group() on a closed pool")
+        if not 1 <= world_size <= self.size:
+            raise ValueError(f"world size {world_size} does not fit a pool of {self.size} processes")
+        if self.group_size:
+            self.leave_group()
+        self.groups_joined += 1
+        store = os.path.join(self.workdir, f"store-{self.groups_joined}-ws{world_size}")
+        for rank in range(world_size):
+            self._send(rank, {"kind": "join", "world_size": world_size, "store": store})
+        self.group_size = world_size
+        deadline = time.monotonic() + max(60.0, self.timeout_s)
+        self._expect(self._members(), "joined", deadline, f"could not init a {world_size}-rank {self.backend} group")
+
+    def leave_group(self) -> None:
+        """The group's ranks destroy it. Raises PoolStartError (pool killed) when they cannot."""
+        members = self._members()
+        self.group_size = 0
+        for rank in members:
+            self._send(rank, {"kind": "leave"})
+        self._expect(members, "left", time.monotonic() + max(30.0, self.timeout_s), "could not destroy the process group")
+
+    def _expect(self, ranks: list[int], kind: str, deadline: float, what: str) -> None:
+        """Every rank in `ranks` answers `kind` before the deadline, or the pool is killed and PoolStartError says why."""
+        # grace_on_error: a rank that failed to init leaves the others blocked in the rendezvous.
+        replies = self._gather(set(ranks), deadline, grace_on_error=True)
         problems: list[str] = []
-        for rank in range(self.world_size):
+        for rank in ranks:
             msg = replies.get(rank) or {}
-            if msg.get("kind") != "ready":
-                why = msg.get("traceback") or f"did not report ready (exit code {self.procs[rank].exitcode})"
+            if msg.get("kind") != kind:
+                why = msg.get("traceback") or f"did not answer {kind!r} (exit code {self.procs[rank].exitcode})"
                 problems.append(f"rank {rank}: {why.strip().splitlines()[-1]}")
         if problems:
-            logs = "; ".join(t.strip().splitlines()[-1] for r in range(self.world_size) if (t := _tail(self._log(r))).strip())
+            logs = "; ".join(t.strip().splitlines()[-1] for r in ranks if (t := _tail(self._log(r))).strip())
             self.close(kill=True)
-            raise PoolStartError(
-                f"could not start {self.world_size} {self.backend} ranks: " + "; ".join(problems) + (f" (log: {logs})" if logs else "")
-            )
+            raise PoolStartError(f"{what}: " + "; ".join(problems) + (f" (log: {logs})" if logs else ""))
 
     def close(self, kill: bool = False) -> None:
-        """Stop every rank (politely unless kill), reap them all, remove the pool's folder. Idempotent."""
+        """Stop every process (politely unless kill), reap them all, remove the pool's folder. Idempotent."""
         if not kill:
             for conn in self.conns:
                 try:
@@ -118,7 +168,7 @@ class RankPool:
             proc.join(STOP_GRACE_S)
         for conn in self.conns:
             conn.close()
-        self.procs, self.conns, self.alive = [], [], False
+        self.procs, self.conns, self.alive, self.group_size = [], [], False, 0
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     @staticmethod
@@ -149,6 +199,7 @@ class RankPool:
                     rank = by_sentinel[obj]  # type: ignore[index]
                     # A rank that exits right after answering is not dead until its answer is read.
                     if rank in pending and not self.conns[rank].poll():
+                        self._reap(rank)
                         dead = True
                     continue
                 if rank not in pending:
@@ -156,14 +207,20 @@ class RankPool:
                 try:
                     replies[rank] = self.conns[rank].recv()
                 except (EOFError, OSError):
+                    self._reap(rank)
                     dead = True
                     continue
                 pending.discard(rank)
-                if grace_on_error and replies[rank].get("error"):
+                if grace_on_error and (replies[rank].get("error") or replies[rank].get("kind") == "init-error"):
                     deadline = min(deadline, time.monotonic() + ERROR_GRACE_S)
             if dead:
                 break
         return replies
+
+    def _reap(self, rank: int) -> None:
+        # A process's sentinel and pipe close a moment before the kernel lets it be reaped: wait for that
+        # (bounded), so the caller sees a dead rank with its exit code, not a live and "stuck" one.
+        self.procs[rank].join(STOP_GRACE_S)
 
     def _stacks(self, ranks: list[int]) -> dict[int, str]:
         """Ask stuck ranks for their Python stacks and read them back (bounded wait)."""
@@ -186,14 +243,14 @@ class RankPool:
         return {rank: _tail(path) for rank, path in paths.items()}
 
     def run(self, example: dict[str, Any], timeout_s: float) -> Outcome:
-        if not self.alive:
-            raise RuntimeError("run() on a closed pool")
+        if not self.alive or not self.group_size:
+            raise RuntimeError("run() needs a started pool that joined a group")
         started = time.monotonic()
-        for conn in self.conns:
-            conn.send({"kind": "run", "example": example})
-        replies = self._gather(set(range(self.world_size)), started + timeout_s, grace_on_error=True)
+        for rank in self._members():
+            self._send(rank, {"kind": "run", "example": example})
+        replies = self._gather(set(self._members()), started + timeout_s, grace_on_error=True)
         outcome = Outcome(results={r: m for r, m in replies.items() if m.get("kind") == "result"})
-        missing = [r for r in range(self.world_size) if r not in outcome.results]
+        missing = [r for r in self._members() if r not in outcome.results]
         if not missing:
             return outcome
         dead = [r for r in missing if not self.procs[r].is_alive()]
@@ -222,7 +279,7 @@ class RankPool:
 
     def sync(self, timeout_s: float) -> bool:
         """A barrier across the pool: True when every rank answered (the group is still usable)."""
-        for conn in self.conns:
-            conn.send({"kind": "sync"})
-        replies = self._gather(set(range(self.world_size)), time.monotonic() + timeout_s)
-        return len(replies) == self.world_size and all(m.get("kind") == "synced" for m in replies.values())
+        for rank in self._members():
+            self._send(rank, {"kind": "sync"})
+        replies = self._gather(set(self._members()), time.monotonic() + timeout_s)
+        return len(replies) == self.group_size and all(m.get("kind") == "synced" for m in replies.values())

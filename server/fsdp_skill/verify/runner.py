@@ -1,7 +1,8 @@
-"""Run selected examples: plan the skips, one pool per world size, classify, one result per example.
+"""Run selected examples: plan the skips, one pool re-grouped per world size, classify, one result each.
 
 Two modes share the planning and classification:
-- spawned (the default): this process is the parent; ranks live in `pool.RankPool`s it owns.
+- spawned (the default): this process is the parent; ranks live in a `pool.RankPool` it owns, spawned
+  once for the largest world size and re-initialized for each size (a fresh pool only after a failure).
 - launched (`torchrun` set RANK / WORLD_SIZE / MASTER_ADDR): this process *is* one rank; it joins the
   launcher's group via env://, runs the examples of the launched size in step with its peers, and the
   per-rank results are all-gathered so rank 0 can classify and report.
@@ -103,44 +104,89 @@ def static_verdict(spec: ExampleSpec, backend: str, size: int, caps: Capabilitie
     return Verdict("skipped", reason) if reason else None
 
 
-def _run_group(size: int, specs: list[ExampleSpec], options: RunOptions, results: dict[str, Result], progress: Progress | None) -> None:
-    pool: RankPool | None = None
+def _fail_all(specs: list[ExampleSpec], size: int, why: str, options: RunOptions, results: dict[str, Result], progress: Progress | None) -> None:
+    for spec in specs:
+        results[spec.id] = make_result(spec, options.backend, size, Verdict("failed", why), 0.0, [])
+        if progress:
+            progress(results[spec.id])
+
+
+class _PoolKeeper:
+    """Hands out a pool whose ranks 0..size-1 form a group of `size`; replaces pools that were torn down.
+
+    One pool serves every world size: it is spawned for the largest size still needed, and moving to
+    another size only re-inits the process group in the same processes. The benchmark's baseline
+    (`pool_per_example`) instead gets a fresh pool of exactly the example's size every time.
+    """
+
+    def __init__(self, options: RunOptions) -> None:
+        self.options = options
+        self.pool: RankPool | None = None
+
+    def ready(self, size: int, largest_needed: int) -> RankPool:
+        """Raises PoolStartError when even a freshly spawned pool cannot form the group."""
+        pool = self.pool
+        if pool is not None and pool.alive and pool.group_size == size:
+            return pool
+        if pool is not None and pool.alive and pool.size >= size:
+            try:
+                pool.join_group(size)  # leaves the previous group first
+                return pool
+            except PoolStartError:
+                pass  # the pool is killed; a fresh one gets one more try below
+        self.discard()
+        pool = RankPool(largest_needed, self.options.backend, self.options.timeout_s)
+        pool.start()
+        pool.join_group(size)
+        self.pool = pool
+        return pool
+
+    def after(self, outcome: Outcome) -> None:
+        """Drop a pool that was torn down, or that cannot prove its group is still in step."""
+        pool = self.pool
+        if pool is None:
+            return
+        if not pool.alive:
+            self.pool = None  # torn down after a hang or a crash; the next example gets a fresh one
+        elif any(r.get("error") for r in outcome.results.values()) and not pool.sync(SYNC_TIMEOUT_S):
+            self.discard(kill=True)
+        elif self.options.pool_per_example:
+            self.discard()
+
+    def discard(self, kill: bool = False) -> None:
+        if self.pool is not None:
+            self.pool.close(kill=kill)
+            self.pool = None
+
+
+def _run_groups(groups: dict[int, list[ExampleSpec]], options: RunOptions, results: dict[str, Result], progress: Progress | None) -> None:
+    keeper = _PoolKeeper(options)
+    sizes = sorted(groups)
     try:
-        for position, spec in enumerate(specs):
-            if pool is None:
-                pool = RankPool(size, options.backend, options.timeout_s)
+        for index, size in enumerate(sizes):
+            specs = groups[size]
+            for position, spec in enumerate(specs):
+                largest = size if options.pool_per_example else max(sizes[index:])
                 try:
-                    pool.start()
+                    pool = keeper.ready(size, largest)
                 except PoolStartError as exc:
-                    pool = None
-                    for rest in specs[position:]:
-                        verdict = Verdict("failed", f"the pool did not start: {exc}")
-                        results[rest.id] = make_result(rest, options.backend, size, verdict, 0.0, [])
-                        if progress:
-                            progress(results[rest.id])
-                    return
-            started = time.perf_counter()
-            outcome = pool.run(payload_for(spec), options.timeout_s)
-            seconds = time.perf_counter() - started
-            verdict = _at_other_size(classify(spec, outcome, compare_outputs=size == spec.world_size, backend=options.backend), spec, size)
-            results[spec.id] = make_result(spec, options.backend, size, verdict, seconds, _warnings(outcome))
-            if progress:
-                progress(results[spec.id])
-            if not pool.alive:
-                pool = None  # torn down after a hang or a crash; the next example gets a fresh one
-            elif any(r.get("error") for r in outcome.results.values()) and not pool.sync(SYNC_TIMEOUT_S):
-                pool.close(kill=True)
-                pool = None
-            if pool is not None and options.pool_per_example:
-                pool.close()
-                pool = None
+                    # This size's examples cannot run; the next size tries again with a fresh pool.
+                    _fail_all(specs[position:], size, f"the pool did not start: {exc}", options, results, progress)
+                    break
+                started = time.perf_counter()
+                outcome = pool.run(payload_for(spec), options.timeout_s)
+                seconds = time.perf_counter() - started
+                verdict = _at_other_size(classify(spec, outcome, compare_outputs=size == spec.world_size, backend=options.backend), spec, size)
+                results[spec.id] = make_result(spec, options.backend, size, verdict, seconds, _warnings(outcome))
+                if progress:
+                    progress(results[spec.id])
+                keeper.after(outcome)
     finally:
-        if pool is not None:
-            pool.close()
+        keeper.discard()
 
 
 def run_spawned(specs: list[ExampleSpec], options: RunOptions, caps: Capabilities | None = None, progress: Progress | None = None) -> list[Result]:
-    """Results in the order of `specs`; world-size groups run smallest first."""
+    """Results in the order of `specs`; world-size groups run smallest first, all in one pool."""
     caps = caps or Capabilities.detect()
     results: dict[str, Result] = {}
     groups = _plan(specs, options, caps, results)
@@ -148,8 +194,7 @@ def run_spawned(specs: list[ExampleSpec], options: RunOptions, caps: Capabilitie
         for spec in specs:
             if spec.id in results:
                 progress(results[spec.id])
-    for size in sorted(groups):
-        _run_group(size, groups[size], options, results, progress)
+    _run_groups(groups, options, results, progress)
     return [results[s.id] for s in specs]
 
 

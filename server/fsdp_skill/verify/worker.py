@@ -1,13 +1,20 @@
-"""One spawned rank of a pool: init the process group once, then run the examples the parent sends.
+"""One spawned process of a pool: import torch once, then join, serve and leave process groups on command.
 
-Protocol over the rank's pipe (parent -> rank / rank -> parent), all plain dicts:
-    {"kind": "run", "example": {...}}  ->  {"kind": "result", **execute.run_example(...)}
-    {"kind": "sync"}                   ->  {"kind": "synced"}          (a health barrier after an error)
-    {"kind": "stop"}                   ->  the rank destroys its group and exits
-On start the rank answers {"kind": "ready"} or {"kind": "init-error", "traceback": ...}.
+A pool spawns as many processes as the largest world size it will need. For each world size N the
+parent tells processes 0..N-1 to join a fresh group of size N; the others sit idle (blocked on their
+pipe) until a later, larger group needs them. Importing torch is the expensive part of a rank's start;
+joining and leaving a gloo group in an already-warm process costs milliseconds.
 
-A rank never outlives the parent: on Linux it asks the kernel for SIGKILL when the parent dies, and it
-leads its own process group so the parent can kill anything an example started. Its stdout/stderr go
+Protocol over the process's pipe (parent -> process / process -> parent), all plain dicts:
+    {"kind": "join", "world_size": N, "store": PATH} -> {"kind": "joined"} or {"kind": "init-error", ...}
+    {"kind": "run", "example": {...}}                -> {"kind": "result", **execute.run_example(...)}
+    {"kind": "sync"}                                 -> {"kind": "synced"}  (a health barrier after an error)
+    {"kind": "leave"}                                -> {"kind": "left"}    (destroy_process_group)
+    {"kind": "stop"}                                 -> it leaves any group it is in and exits
+On start the process answers {"kind": "ready"} (torch imported, device chosen) or {"kind": "init-error"}.
+
+A process never outlives the parent: on Linux it asks the kernel for SIGKILL when the parent dies, and
+it leads its own process group so the parent can kill anything an example started. Its stdout/stderr go
 to a log file (C++ warnings from c10d would otherwise interleave with the report), and SIGUSR1 makes
 it dump every thread's Python stack to a second file: that is the traceback a hung rank reports.
 """
@@ -48,15 +55,23 @@ def _redirect_output(log_path: str) -> None:
     os.close(fd)
 
 
-def _init_group(rank: int, world_size: int, backend: str, store_path: str, timeout_s: float) -> Any:
+def _choose_device(rank: int, backend: str) -> Any:
+    """Import torch (the slow part of a start) and pick this process's device once, for every group."""
     import torch
+    import torch.distributed  # noqa: F401 - imported here so that joining a group later is cheap
+
+    if backend != "nccl":
+        return torch.device("cpu")
+    device = torch.device("cuda", rank)  # one process per GPU on this machine: LOCAL_RANK == rank
+    torch.cuda.set_device(device)
+    return device
+
+
+def _join(rank: int, world_size: int, backend: str, device: Any, store_path: str, timeout_s: float) -> None:
     import torch.distributed as dist
 
-    device = torch.device("cpu")
-    if backend == "nccl":
-        device = torch.device("cuda", rank)
-        torch.cuda.set_device(device)
-    # A FileStore in the pool's private folder: no rendezvous port to pick, so none can collide or leak.
+    # A FileStore in the pool's private folder, a new file for every group: no rendezvous port to pick,
+    # so none can collide or leak, and no key of an earlier group can be read by a later one.
     store = dist.FileStore(store_path, world_size)
     kwargs: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
     dist.init_process_group(
@@ -67,19 +82,16 @@ def _init_group(rank: int, world_size: int, backend: str, store_path: str, timeo
         timeout=datetime.timedelta(seconds=max(timeout_s, 1.0)),
         **kwargs,
     )
-    return device
 
 
-def worker_main(
-    rank: int,
-    world_size: int,
-    backend: str,
-    store_path: str,
-    log_path: str,
-    timeout_s: float,
-    parent_pid: int,
-    conn: Connection,
-) -> None:
+def _leave() -> None:
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()  # also destroys any subgroup an example created
+
+
+def worker_main(rank: int, backend: str, log_path: str, timeout_s: float, parent_pid: int, conn: Connection) -> None:
     _die_with_parent(parent_pid)
     try:
         os.setpgid(0, 0)
@@ -91,29 +103,44 @@ def worker_main(
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     try:
-        device = _init_group(rank, world_size, backend, store_path, timeout_s)
+        device = _choose_device(rank, backend)
     except Exception:  # noqa: BLE001 - reported to the parent, which decides
         conn.send({"kind": "init-error", "rank": rank, "traceback": traceback.format_exc()})
         return
-    import torch.distributed as dist
-
-    ctx = RankContext(rank=rank, world_size=world_size, local_rank=rank, backend=backend, device=device)
     conn.send({"kind": "ready", "rank": rank})
+    ctx: RankContext | None = None  # set while this process is a rank of a group
     try:
         while True:
             try:
                 message = conn.recv()
             except EOFError:
                 break  # the parent closed the pipe: nothing more to run
-            if message["kind"] == "run":
+            kind = message["kind"]
+            if kind == "join":
+                try:
+                    _leave()  # a parent that skipped "leave" still gets a clean group
+                    _join(rank, message["world_size"], backend, device, message["store"], timeout_s)
+                except Exception:  # noqa: BLE001 - reported to the parent, which decides
+                    ctx = None
+                    conn.send({"kind": "init-error", "rank": rank, "traceback": traceback.format_exc()})
+                    continue
+                ctx = RankContext(rank=rank, world_size=message["world_size"], local_rank=rank, backend=backend, device=device)
+                conn.send({"kind": "joined", "rank": rank})
+            elif kind == "run" and ctx is not None:
                 conn.send({"kind": "result", **run_example(message["example"], ctx)})
-            elif message["kind"] == "sync":
+            elif kind == "sync" and ctx is not None:
+                import torch.distributed as dist
+
                 dist.barrier()
                 conn.send({"kind": "synced", "rank": rank})
-            else:
+            elif kind == "leave":
+                ctx = None
+                _leave()
+                conn.send({"kind": "left", "rank": rank})
+            else:  # "stop", or a command that needs a group this process is not in: a parent bug, stop
                 break
     finally:
         try:
-            dist.destroy_process_group()
+            _leave()
         except Exception:  # noqa: BLE001 - exiting anyway
             pass
