@@ -12,6 +12,8 @@ Modules, one job each:
 - `worker` / `pool`: spawned ranks for one world size, per-example timeout, teardown
 - `compare`: normalize outputs and classify passed / failed / skipped / doc-bug
 - `runner`: plan, group by world size, run (spawned pools, or as a torchrun rank)
+- `patterns`: the header of an assets/patterns/ script, and one run of it under torchrun
+- `catalog_patterns`: the catalog's patterns as report rows (`pattern:<name>`), run after the examples
 - `report`: verification.json / verification.md
 - `cli`: the flags shared by `fsdp-skill verify`, `python -m fsdp_skill.verify` and the script
 """

@@ -16,9 +16,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run every selected example at this many ranks (default: each at its documented world size; "
         "outputs are compared only at the documented size)",
     )
-    p.add_argument("-k", dest="pattern", help="only examples whose id contains PATTERN (case-insensitive)")
-    p.add_argument("--id", dest="ids", action="append", metavar="EXACT_ID", help="only this example id (repeatable)")
-    p.add_argument("--timeout", type=float, default=60.0, help="per-example timeout in seconds (default 60)")
-    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the per-example JSON report here")
+    p.add_argument(
+        "-k", dest="pattern",
+        help="only examples whose id, and patterns whose id (pattern:NAME), contains PATTERN (case-insensitive)",
+    )
+    p.add_argument(
+        "--id", dest="ids", action="append", metavar="EXACT_ID",
+        help="only this example id, or pattern id like pattern:fsdp2-training (repeatable)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=60.0,
+        help="per-example timeout in seconds (default 60); a pattern gets max(TIMEOUT, 180)",
+    )
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--no-patterns", action="store_true", help="run the examples only, not assets/patterns/")
+    which.add_argument("--only-patterns", action="store_true", help="run the patterns in assets/patterns/ only")
+    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report (a row per example and per pattern) here")
     p.add_argument("--write-report", action="store_true", help="rewrite references/verification.md (+ .json)")
     p.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")

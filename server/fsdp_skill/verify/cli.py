@@ -1,7 +1,8 @@
 """Command line of the runner: `fsdp-skill verify`, `python -m fsdp_skill.verify`, scripts/verify_examples.py.
 
-All three parse the same flags (`add_arguments`) and call `cli_verify`. Exit codes: 0 when nothing
-failed, 1 when any example failed, 2 for bad input (one line on stderr, no traceback).
+All three parse the same flags (`add_arguments`) and call `cli_verify`: the catalog's examples first
+(pooled ranks), then its patterns (each a torchrun job, rows named `pattern:<name>`). Exit codes: 0 when
+nothing failed, 1 when any example or pattern failed, 2 for bad input (one line on stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .args import add_arguments
-from .examples import CatalogReadError, ExampleSpec, load_examples, select
+from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
+from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
 from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
@@ -28,7 +31,9 @@ def repo_root() -> Path:
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="Run the catalog's documented examples across ranks.")
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Run the catalog's documented examples across ranks, then its patterns under torchrun."
+    )
     add_arguments(parser)
     return parser
 
@@ -45,13 +50,40 @@ def _options(args: argparse.Namespace) -> RunOptions:
     return RunOptions(backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout))
 
 
-def _selected(args: argparse.Namespace) -> tuple[str | None, list[ExampleSpec], set[str]]:
+@dataclass
+class _Selection:
+    torch_version: str | None
+    examples: list[ExampleSpec]
+    patterns: list[PatternSpec]
+    known: set[str]  # every example and pattern id in the catalog (the report drops rows of others)
+
+
+def _selected(args: argparse.Namespace) -> _Selection:
     path = Path(args.catalog) if getattr(args, "catalog", None) else repo_root() / "references" / "catalog.json"
-    torch_version, specs = load_examples(path)
-    chosen = select(specs, ids=args.ids, pattern=args.pattern)
-    if not chosen:
-        raise _InputError(f"no example id contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce")
-    return torch_version, chosen, {s.id for s in specs}
+    data = read_catalog(path)
+    only_patterns, no_patterns = getattr(args, "only_patterns", False), getattr(args, "no_patterns", False)
+    # Parsing the examples costs a second on a full catalog: skip it when only patterns run.
+    all_examples = [] if only_patterns else examples_from_catalog(data, path)
+    all_patterns = [] if no_patterns else patterns_from_catalog(data, repo_root(), where=str(path))
+    ids = args.ids or []
+    example_ids = [i for i in ids if not is_pattern_id(i)]
+    pattern_ids = [i for i in ids if is_pattern_id(i)]
+    if only_patterns and example_ids:
+        raise _InputError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
+    if no_patterns and pattern_ids:
+        raise _InputError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
+    # Ids that name only patterns select no example (and the reverse): --id is "exactly these".
+    examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
+    patterns = select_patterns(all_patterns, ids=ids, pattern=args.pattern)
+    if not examples and not patterns:
+        if only_patterns and not all_patterns:
+            raise _InputError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
+        what = "pattern id" if only_patterns else "example id" if no_patterns else "example id or pattern id"
+        raise _InputError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
+    # Straight from the JSON, so that rows of the kind this run skipped stay in the report.
+    known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
+    known |= {PATTERN_PREFIX + p["name"] for p in data.get("patterns") or [] if isinstance(p, dict) and isinstance(p.get("name"), str)}
+    return _Selection(data.get("torch_version"), examples, patterns, known)
 
 
 def _progress_printer(total: int) -> Any:
@@ -65,9 +97,9 @@ def _progress_printer(total: int) -> Any:
     return show
 
 
-def _plain_table(results: list[Result]) -> str:
+def _plain_table(results: list[Result], label: str = "example") -> str:
     width = max((len(r["name"]) for r in results), default=10)
-    lines = [f"{'example':<{width}}  ws  {'status':<8}  reason"]
+    lines = [f"{label:<{width}}  ws  {'status':<8}  reason"]
     for r in results:
         reason = (r.get("reason") or "").replace("\n", " ")
         if r.get("warnings"):
@@ -76,15 +108,15 @@ def _plain_table(results: list[Result]) -> str:
     return "\n".join(lines)
 
 
-def print_table(results: list[Result]) -> None:
+def print_table(results: list[Result], label: str = "example") -> None:
     try:
         from rich.console import Console
         from rich.table import Table
     except ImportError:
-        print(_plain_table(results))
+        print(_plain_table(results, label))
         return
     table = Table(show_lines=False)
-    for column in ("example", "ws", "status", "s", "reason / warnings"):
+    for column in (label, "ws", "status", "s", "reason / warnings"):
         table.add_column(column, overflow="fold")
     for r in results:
         note = r.get("reason") or ""
@@ -105,50 +137,86 @@ def print_details(results: list[Result]) -> None:
             for key in ("traceback", "stack", "log"):
                 if rank.get(key):
                     print(f"-- rank {rank['rank']} {key}:\n{rank[key].rstrip()}")
+        if r.get("output"):  # a pattern: torchrun's interleaved output of every rank, its tail
+            print(f"-- output (tail):\n{r['output'].rstrip()}")
 
 
-def summary_line(results: list[Result]) -> str:
+def summary_line(results: list[Result], kind: str = "examples") -> str:
+    """'verify: examples: 27 passed, 5 doc-bug, ...' — patterns have no doc-bug status, so it is left out."""
     tally = counts(results)
-    return "verify: " + ", ".join(f"{tally.get(s, 0)} {s}" for s in STATUSES) + f" ({len(results)} examples)"
+    statuses = [s for s in STATUSES if kind == "examples" or s != "doc-bug"]
+    return f"verify: {kind}: " + ", ".join(f"{tally.get(s, 0)} {s}" for s in statuses) + f" ({len(results)} {kind})"
+
+
+PATTERNS_UNDER_TORCHRUN = (
+    "patterns not run: under torchrun this process is one rank, and each pattern starts its own torchrun; "
+    "run `fsdp-skill verify --only-patterns` without a launcher"
+)
+
+
+def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any) -> list[Result] | None:
+    """The examples' results; None on a torchrun rank other than 0 (rank 0 reports for everyone)."""
+    if not specs:
+        return []
+    if launched_by_torchrun():
+        return run_launched(specs, options, progress=progress)
+    return run_spawned(specs, options, progress=progress)
 
 
 def cli_verify(args: argparse.Namespace) -> int:
     try:
         options = _options(args)
-        catalog_torch, specs, known = _selected(args)
+        chosen = _selected(args)
+        launched = launched_by_torchrun()
+        if launched and not chosen.examples:
+            raise _InputError(
+                "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
+                "run `fsdp-skill verify --only-patterns` without a launcher"
+            )
     except (CatalogReadError, _InputError) as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     import torch  # the runner's one dependency; imported only once the input is known to be good
 
     torch_version = torch.__version__.split("+")[0]
-    launched = launched_by_torchrun()
-    if launched:
-        try:
-            results = run_launched(specs, options, progress=_progress_printer(len(specs)))
-        except ValueError as exc:
-            print(f"verify: error: {exc}", file=sys.stderr)
-            return 2
-        if results is None:
-            return 0  # not rank 0: rank 0 reports for everyone
-    else:
-        results = run_spawned(specs, options, progress=_progress_printer(len(specs)))
-    print_table(results)
-    print_details(results)
-    notes = [f"{s.id}: {note}" for s in specs for note in s.notes]
+    patterns = [] if launched else chosen.patterns
+    progress = _progress_printer(len(chosen.examples) + len(patterns))
+    try:
+        results = _run_examples(chosen.examples, options, progress)
+    except ValueError as exc:
+        print(f"verify: error: {exc}", file=sys.stderr)
+        return 2
+    if results is None:
+        return 0
+    pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
+    if results:
+        print_table(results)
+    if pattern_results:
+        print_table(pattern_results, label="pattern")
+    print_details(results + pattern_results)
+    notes = [f"{s.id}: {note}" for s in chosen.examples for note in s.notes]
     if notes:
         print("\ncatalog notes (fix in the catalog build):\n  " + "\n  ".join(notes))
-    if catalog_torch and catalog_torch.split("+")[0] != torch_version:
-        print(f"\nnote: the catalog was built from torch {catalog_torch}; this is torch {torch_version}")
-    print(summary_line(results))
-    report = build_report(results, torch_version)
+    if chosen.torch_version and chosen.torch_version.split("+")[0] != torch_version:
+        print(f"\nnote: the catalog was built from torch {chosen.torch_version}; this is torch {torch_version}")
+    if launched and chosen.patterns:
+        print(f"\nnote: {len(chosen.patterns)} {PATTERNS_UNDER_TORCHRUN}")
+    if pattern_results and options.world_size is not None:
+        print(f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to examples")
+    if results:
+        print(summary_line(results, "examples"))
+    if pattern_results:
+        print(summary_line(pattern_results, "patterns"))
+    everything = results + pattern_results
+    report = build_report(everything, torch_version)
     if args.json_path:
         write_atomic(Path(args.json_path), dumps_json(report))
     if args.write_report:
         refs = repo_root() / "references"
-        write_report(report, refs / "verification.json", refs / "verification.md", known, documented_sizes=options.world_size is None)
+        write_report(report, refs / "verification.json", refs / "verification.md", chosen.known,
+                     documented_sizes=options.world_size is None)
         print(f"wrote {refs / 'verification.md'} and verification.json")
-    return 1 if any(r["status"] == "failed" for r in results) else 0
+    return 1 if any(r["status"] == "failed" for r in everything) else 0
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:

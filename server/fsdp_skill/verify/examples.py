@@ -220,13 +220,18 @@ def read_catalog(path: Path) -> dict[str, Any]:
 def load_examples(path: Path) -> tuple[str | None, list[ExampleSpec]]:
     """The catalog's torch version and its examples, in catalog order."""
     data = read_catalog(path)
+    return data.get("torch_version"), examples_from_catalog(data, path)
+
+
+def examples_from_catalog(data: dict[str, Any], path: Path) -> list[ExampleSpec]:
+    """The examples of a catalog `read_catalog` returned; `path` names it in error messages."""
     specs: list[ExampleSpec] = []
     for entry in data["examples"]:
         try:
             specs.append(spec_from_entry(entry))
         except (KeyError, TypeError, ValueError) as exc:
             raise CatalogReadError(f"{path}: malformed example {entry.get('id', '?')!r} ({exc!r}); regenerate it") from None
-    return data.get("torch_version"), specs
+    return specs
 
 
 def select(
