@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from search_fixture import make_catalog, make_tree
 
-from fsdp_skill.catalog import save_catalog
-from fsdp_skill.index import IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
+from fsdp_skill import search as search_module
+from fsdp_skill.catalog import Section, save_catalog
+from fsdp_skill.documents import split_pattern_source
+from fsdp_skill.index import DocsIndex, IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
 from fsdp_skill.query import QueryError, identifier_parts, parse_query
-from fsdp_skill.search import search
+from fsdp_skill.search import in_scope, named_symbols, prose_names, rank_key, search
 from fsdp_skill.snippets import code_block, make_snippet, markdown_blocks, open_fence_at
 
 
@@ -82,6 +84,23 @@ def test_user_vocabulary_and_phrases_map_to_the_docs_words() -> None:
 def test_zero_is_an_alias_only_in_the_papers_capitalisation() -> None:
     assert "torch.distributed.optim.ZeroRedundancyOptimizer" in parse_query("ZeRO-3 style sharding").alias_symbols
     assert parse_query("zero the gradients").alias_symbols == []
+
+
+def test_contraction_fragments_are_not_search_terms() -> None:
+    parsed = parse_query("backward doesn't all-gather them again, isn't it?")
+    assert not {"t", "doesn", "isn"} & set(parsed.terms)
+    assert "backward" in parsed.terms
+
+
+def test_python_objects_means_the_picklable_object_collectives() -> None:
+    assert "picklable" in parse_query("scatter python objects from rank 0").terms
+    assert "picklable" not in parse_query("scatter tensors from rank 0").terms
+
+
+def test_prose_words_leave_out_identifiers_and_hyphenated_compounds() -> None:
+    parsed = parse_query("prefetch the next all-gather with fully_shard in a subgroup")
+    assert {"prefetch", "next", "subgroup", "group"} <= set(parsed.prose)
+    assert not {"all", "gather", "fully", "shard", "fully_shard"} & set(parsed.prose)
 
 
 def test_search_quotes_fts_syntax_so_it_cannot_break_the_query() -> None:
@@ -204,6 +223,20 @@ def test_changed_pattern_file_makes_the_index_stale(tmp_path: Path) -> None:
     assert reason is not None and "pattern" in reason
 
 
+def test_regenerate_check_reports_an_index_built_from_other_pattern_files(tmp_path: Path) -> None:
+    from fsdp_skill import build
+
+    catalog = make_tree(tmp_path)
+    output = build.Output(files={}, catalog=catalog, warnings=[])
+    index_lines = [line for line in build.differences(output, tmp_path / "references") if "index.sqlite" in line]
+    assert index_lines == []
+    pattern = tmp_path / "assets" / "patterns" / "fsdp2_train.py"
+    pattern.write_text(pattern.read_text() + "# edited\n")
+    index_lines = [line for line in build.differences(output, tmp_path / "references") if "index.sqlite" in line]
+    assert index_lines == [f"differs: references/index.sqlite ({tmp_path / 'references' / 'index.sqlite'} "
+                           "was built from other pattern files)"]
+
+
 def test_missing_index_is_built_from_the_catalog_and_garbage_index_too(tmp_path: Path) -> None:
     make_tree(tmp_path)
     index_file = tmp_path / "references" / "index.sqlite"
@@ -270,6 +303,83 @@ def test_patterns_are_searchable_by_their_summary_and_source(index) -> None:
     hits = search(index, "meta device init training loop", kind="pattern")
     assert ids(hits) == ["fsdp2-train"]
     assert "fully_shard" in hits[0].snippet or "meta device" in hits[0].snippet
+
+
+def test_patterns_are_scored_even_when_bm25_cuts_them_from_the_candidate_pool(index, monkeypatch) -> None:
+    query = "mixed precision training"
+    monkeypatch.setattr(search_module, "POOL", 1)  # bm25 keeps one candidate, and it is not the pattern
+    assert [index.docs([r])[r].id for r, _ in index.candidates(parse_query(query).match_expression(), None, 1)] == [
+        "torch.distributed.fsdp.MixedPrecisionPolicy"]
+    assert "fsdp2-train" in ids(search(index, query, limit=5))
+    assert "fsdp2-train" not in ids(search(index, query, kind="section", limit=5))
+
+
+def test_patterns_tagged_with_a_topic_get_its_scope_lift() -> None:
+    assert in_scope(["fsdp2"], "assets/patterns/x.py", None, frozenset({"fsdp2", "training"}))
+    assert not in_scope(["dcp"], "assets/patterns/x.py", None, frozenset({"fsdp2", "training"}))
+    assert in_scope(["fsdp2"], "fsdp2.md", None)
+
+
+def test_pattern_documents_index_prose_in_full_and_each_code_word_once() -> None:
+    source = (
+        '"""name: demo\n\nShard a model with fully_shard, then train it."""\n'
+        "import torch.distributed as dist\n"
+        "# all-reduce the loss so every rank logs the same number\n"
+        "dist.all_reduce(loss)\ndist.all_reduce(loss)  # twice on purpose\n"
+        'print(f"loss {loss}")\n'
+    )
+    prose, words = split_pattern_source(source, ".py")
+    assert "Shard a model with fully_shard, then train it." in prose
+    assert "all-reduce the loss so every rank logs the same number" in prose and "twice on purpose" in prose
+    assert words.count("all_reduce") == 1 and words.count("dist") == 1 and "loss" in words
+    shell_prose, shell_words = split_pattern_source("#!/bin/bash\n# launch one node\nexec torchrun --standalone x.py\n", ".sh")
+    assert shell_prose == "launch one node" and {"exec", "torchrun", "standalone"} <= set(shell_words)
+
+
+def test_equal_scores_order_by_kind_then_id_whatever_the_catalog_order(tmp_path: Path) -> None:
+    catalog = make_catalog(tmp_path)
+    text = "## Twin\n\nIdentical twin paragraph about zebra sharding.\n"
+    twins = [Section(id=f"twins.md#{name}", reference="twins.md", anchor=name, title="Twin", level=2,
+                     markdown=text, line=1) for name in ("b-twin", "a-twin", "c-twin")]
+    orders = []
+    for n, sections in enumerate([twins, twins[::-1]]):
+        build_index(catalog.model_copy(update={"sections": [*catalog.sections, *sections]}), tmp_path / f"{n}.sqlite", tmp_path)
+        idx = DocsIndex(tmp_path / f"{n}.sqlite")
+        hits = search(idx, "zebra twin")
+        assert len({round(h.score, 3) for h in hits}) == 1  # a genuine tie
+        orders.append(ids(hits))
+        idx.close()
+    assert orders[0] == orders[1] == ["twins.md#a-twin", "twins.md#b-twin", "twins.md#c-twin"]
+    assert sorted([rank_key(1.0, "section", "a"), rank_key(1.0, "api", "z"), rank_key(1.0001, "example", "e")]) == [
+        rank_key(1.0, "api", "z"), rank_key(1.0, "section", "a"), rank_key(1.0001, "example", "e")]
+
+
+def test_abbreviations_are_indexed_as_names_of_the_entry_they_stand_for(tree: Path) -> None:
+    conn = sqlite3.connect(tree / "references" / "index.sqlite")
+    try:
+        rows = conn.execute("SELECT d.id FROM docs_fts f JOIN docs d ON d.rowid = f.rowid "
+                            "WHERE docs_fts MATCH 'symbol : \"fsdp2\"'").fetchall()
+    finally:
+        conn.close()
+    assert rows == [("torch.distributed.fsdp.fully_shard",)]
+
+
+def test_an_abbreviation_in_a_longer_question_lifts_its_entry_only_when_another_word_names_it(index) -> None:
+    fully_shard = "torch.distributed.fsdp.fully_shard"
+    assert named_symbols(index, parse_query("how do I shard my model with FSDP2")).get(fully_shard, 0) > 0
+    assert fully_shard not in named_symbols(index, parse_query("mixed precision for the reduction in FSDP2"))
+    assert ids(search(index, "how do I shard my model with FSDP2"))[0] == fully_shard
+
+
+def test_prose_that_says_every_word_of_an_api_name_names_the_most_specific_public_one(index) -> None:
+    def said(text: str) -> list[str]:
+        return prose_names(index, parse_query(text).prose)
+
+    assert said("initialize the default process group") == ["torch.distributed.init_process_group"]
+    assert said("reduce and scatter a tensor to every rank") == ["torch.distributed.reduce_scatter_tensor"]
+    # all_reduce and nn.functional.all_reduce have the same words: the shorter public path wins.
+    assert said("reduce across all ranks") == ["torch.distributed.all_reduce"]
+    assert said("reduce memory") == []  # one-word names never count: ordinary prose would name them
 
 
 def test_search_results_never_leave_a_code_block_open(index) -> None:

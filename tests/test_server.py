@@ -172,6 +172,23 @@ def test_examples_carry_their_verification_status(tree: Path) -> None:
     with_client(tree, body)
 
 
+def test_list_examples_is_compact_and_paged_with_a_note_saying_how_to_go_on(tree: Path) -> None:
+    async def body(client: Client) -> None:
+        first = await call(client, "list_examples", symbol="all_reduce", limit=1)
+        assert first["total"] == 2 and first["next_start_index"] == 1
+        assert first["examples"] == [{"id": "torch.distributed.all_reduce#1", "status": "passed", "line": "2 ranks, cpu"}]
+        assert "Next page: list_examples(start_index=1, symbol='all_reduce')" in first["note"]
+        last = await call(client, "list_examples", symbol="all_reduce", start_index=1, limit=1)
+        assert [e["id"] for e in last["examples"]] == ["torch.distributed.all_reduce#2"]
+        assert last["next_start_index"] is None and "last page" in last["note"]
+        assert last["examples"][0]["status"] == "not verified"
+        passed = await call(client, "list_examples", status="passed")
+        assert [e["id"] for e in passed["examples"]] == ["torch.distributed.all_reduce#1"]
+        none = await call(client, "list_examples", status="doc-bug")
+        assert none["total"] == 0 and none["examples"] == [] and "no examples match" in none["note"]
+    with_client(tree, body)
+
+
 def test_examples_read_not_verified_when_the_report_is_absent(tmp_path: Path) -> None:
     make_tree(tmp_path)
     (tmp_path / "references" / "verification.json").unlink()
@@ -246,6 +263,10 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("read_reference", {"name": "fsdp2.md", "max_chars": 0}, "between 200 and 50000"),
     ("get_example", {"name": "torch.distributed.all_reduce#9"}, "torch.distributed.all_reduce#1"),
     ("get_pattern", {"name": "nope"}, "fsdp2-train"),
+    ("list_examples", {"limit": 0}, "between 1 and 200"),
+    ("list_examples", {"start_index": 2}, "past the end (2 examples match)"),
+    ("list_examples", {"start_index": -1}, "0 or more"),
+    ("list_examples", {"status": "green"}, "doc-bug"),
 ]
 
 

@@ -108,6 +108,17 @@ def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str,
     return Quality(r1 / n, r5 / n, rr / n, misses)
 
 
+def pattern_recall(queries: list[EvalQuery], rankings: list[list[tuple]]) -> tuple[int, float, float]:
+    """(questions with an expected pattern, share with that pattern in the top 3, in the top 5): whether
+    task questions surface the verified recipe, not only some relevant section."""
+    firsts = [next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
+              for q, ranking in zip(queries, rankings) if q.patterns]
+    if not firsts:
+        return 0, 0.0, 0.0
+    return (len(firsts), sum(f is not None and f <= 3 for f in firsts) / len(firsts),
+            sum(f is not None for f in firsts) / len(firsts))
+
+
 def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
     """Expected symbols under the catalog's current names: an old qualified name that is now an
     alias (state_dict_saver.save → checkpoint.save) still counts; an unknown one is an error."""
@@ -302,9 +313,11 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     print(f"fsdp-skill bench search: {len(queries)} queries, torch {index.torch_version}, "
           f"{index.document_count()} documents", flush=True)
 
-    ours = score_rankings(queries, our_rankings(index, queries))
+    our_ranked = our_rankings(index, queries)
+    ours = score_rankings(queries, our_ranked)
     baseline = PlainBM25(index)
-    plain = score_rankings(queries, [baseline.rank(q.question) for q in queries])
+    plain_ranked = [baseline.rank(q.question) for q in queries]
+    plain = score_rankings(queries, plain_ranked)
     print(f"\nquality on {len(queries)} dev queries   Recall@1  Recall@5  MRR@10")
     print(f"  fsdp-skill index              {ours.recall1:6.3f}    {ours.recall5:6.3f}  {ours.mrr:6.3f}")
     print(f"  plain BM25                    {plain.recall1:6.3f}    {plain.recall5:6.3f}  {plain.mrr:6.3f}")
@@ -319,6 +332,11 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     print(f"  targets: Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
           f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
           f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
+    n_tasks, ours_p3, ours_p5 = pattern_recall(queries, our_ranked)
+    if n_tasks:
+        _, plain_p3, plain_p5 = pattern_recall(queries, plain_ranked)
+        print(f"  task questions ({n_tasks}) whose expected pattern ranks in the top 3 / top 5: "
+              f"fsdp-skill {ours_p3:.3f} / {ours_p5:.3f}, plain BM25 {plain_p3:.3f} / {plain_p5:.3f}")
     for question, top in ours.misses:
         print(f"  not in top 5: {question!r} -> {top}")
 

@@ -438,6 +438,13 @@ def differences(output: Output, ref_dir: Path) -> list[str]:
     for name in sorted(_previously_generated(ref_dir) - set(output.files)):
         if (ref_dir / name).exists():
             lines.append(f"removed: references/{name}")
+    index_module = _optional("index")
+    if index_module is not None and (ref_dir / CATALOG_FILE).is_file():
+        # The index is binary and records its inputs' digests: stale when its schema, the committed
+        # catalog or a pattern file moved on (e.g. a pattern edited without a regenerate).
+        reason = index_module.stale_reason(ref_dir / INDEX_FILE, ref_dir / CATALOG_FILE, ref_dir.parent)
+        if reason:
+            lines.append(f"differs: references/{INDEX_FILE} ({reason})")
     return lines
 
 

@@ -8,12 +8,15 @@ richer copy of the same text, and two results for one thing waste the model's to
 
 from __future__ import annotations
 
+import io
 import json
+import re
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .catalog import ApiEntry, Catalog, Example, Pattern, Section
-from .query import body_identifier_parts, identifier_parts, is_identifier
+from .query import SYMBOL_ALIASES, body_identifier_parts, identifier_parts, is_identifier
 from .snippets import Block, code_block, markdown_blocks
 
 
@@ -60,6 +63,13 @@ def api_names(entry: ApiEntry) -> list[str]:
     if entry.qualified_name.startswith("torch.distributed."):
         names.append("dist." + entry.qualified_name[len("torch.distributed.") :])
     return list(dict.fromkeys(n for n in names if n))
+
+
+def abbreviations_of(qualified_name: str) -> list[str]:
+    """The abbreviations users call an entry by (FSDP2 → fully_shard), indexed as its names: the entry's
+    own text rarely spells them, so without this "… with FSDP2" cannot find the API it abbreviates.
+    Lowercase `zero` is left out: it is the English word far more often than ZeRO."""
+    return sorted(word for word, target in SYMBOL_ALIASES.items() if target == qualified_name and word != "zero")
 
 
 def _section_document(section: Section) -> Document:
@@ -128,7 +138,7 @@ def _api_document(entry: ApiEntry) -> Document:
         anchor=entry.anchor,
         url=entry.url,
         blocks=blocks,
-        symbol_text=" ".join(api_names(entry)),
+        symbol_text=" ".join([*api_names(entry), *abbreviations_of(entry.qualified_name)]),
         keys=entry.summary,
         body=body,
         payload=entry.model_dump(mode="json"),
@@ -156,6 +166,7 @@ def _example_document(example: Example, api_by_name: dict[str, ApiEntry]) -> Doc
 
 def _pattern_document(pattern: Pattern, root: Path) -> Document:
     source = read_pattern_source(pattern, root) or ""
+    prose, code_words = split_pattern_source(source, Path(pattern.file).suffix)
     blocks: list[Block] = [("text", pattern.summary)]
     if pattern.launch:
         blocks.append(code_block(pattern.launch, "bash"))
@@ -170,9 +181,69 @@ def _pattern_document(pattern: Pattern, root: Path) -> Document:
         blocks=blocks,
         symbol_text=pattern.name.replace("-", "_"),
         keys=" ".join([pattern.summary, *pattern.tags]),
-        body=source,
+        body=prose + "\n\n" + " ".join(code_words),
         payload=pattern.model_dump(mode="json"),
     )
+
+
+def split_pattern_source(source: str, suffix: str) -> tuple[str, list[str]]:
+    """(prose, distinct code words) of a pattern file: its docstring and comments in full, and each word
+    of its code once, in order of first use.
+
+    Why not the raw source: a pattern is 3-10× longer than the average document, mostly code that
+    repeats the same names, and bm25's length normalisation then buries the curated, task-level
+    answer under short sections that mention the query words once. The prose is the explanation a
+    task question matches; the code still contributes every API it calls (once is enough to match).
+    """
+    prose: list[str] = []
+    code: list[str] = []
+    if suffix == ".py":
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+        except (tokenize.TokenError, SyntaxError):
+            tokens = []
+        if tokens:
+            docstring_seen = False
+            for token in tokens:
+                if token.type == tokenize.COMMENT:
+                    prose.append(token.string.lstrip("#").strip())
+                elif token.type == tokenize.STRING and not docstring_seen and not code:
+                    docstring_seen = True  # the module docstring: the first statement
+                    prose.append(_string_text(token.string))
+                elif token.type in _CODE_TOKENS:
+                    code.append(token.string)
+        else:
+            code.append(source)
+    else:
+        for line in source.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("#!"):
+                continue
+            if stripped.startswith("#"):
+                prose.append(stripped.lstrip("#").strip())
+            else:
+                body, _, comment = line.partition(" # ")
+                code.append(body)
+                if comment:
+                    prose.append(comment.strip())
+    words: dict[str, None] = {}
+    for chunk in code:
+        for match in _CODE_WORD.finditer(chunk):
+            words.setdefault(match.group(0), None)
+    return "\n".join(line for line in prose if line), list(words)
+
+
+# Names and the text of string literals (f-string text is its own token type from Python 3.12).
+_CODE_TOKENS = frozenset({tokenize.NAME, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)})
+# Identifiers and dotted paths in code (dist.all_reduce, set_requires_gradient_sync, NCCL_DEBUG).
+_CODE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _string_text(literal: str) -> str:
+    """The text of a Python string literal token, without its prefix and quotes."""
+    body = literal.lstrip("rRbBuUfF")
+    quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
+    return body[len(quote): len(body) - len(quote)] if quote else body
 
 
 def read_pattern_source(pattern: Pattern, root: Path) -> str | None:

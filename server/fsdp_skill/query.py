@@ -33,6 +33,7 @@ STOP_WORDS = frozenset(
     want wants trying try tried work works working correct correctly right way ways instead also
     someone something anything thing things like able make makes made let lets tell show shows
     many much
+    don doesn didn isn aren wasn weren won wouldn shouldn couldn hasn haven hadn t s ll ve re
     """.split()
 )
 
@@ -96,6 +97,8 @@ USER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "cleanup": ("destroy_process_group", "shutdown"),
     "communicator": ("process", "group"),
     "subset": ("group", "subgroups"),
+    "subgroup": ("group",),
+    "convert": ("translate",),
     "uneven": ("join",),
     "microbatch": ("accumulation",),
     "microbatches": ("accumulation",),
@@ -116,6 +119,8 @@ PHRASE_REWRITES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\bdifferent (?:numbers?|amounts?) of (?:batches|inputs|samples|steps|data)\b", re.I), "uneven inputs"),
     (re.compile(r"\b(?:wait (?:until|for) (?:all|every)|same point)\b", re.I), "barrier synchronize"),
     (re.compile(r"\bmicro[- ]batch(es)?\b", re.I), "microbatch"),
+    # The *_object collectives take "picklable" objects; users say Python/arbitrary objects.
+    (re.compile(r"\b(?:python|arbitrary) objects?\b", re.I), "picklable"),
 )
 
 # Abbreviations whose expansion only helps when the abbreviation is (nearly) the whole query; in a
@@ -233,6 +238,9 @@ class ParsedQuery:
     scopes: list[str] = field(default_factory=list)  # SCOPES keys the query's abbreviations name
     content_words: int = 0  # words left after stop words: how specific the query is
     glued: list[str] = field(default_factory=list)  # adjacent prose words joined: "distributetensor"
+    # Lowercase words the user wrote as prose (no identifiers, no hyphenated compounds), with their
+    # synonyms: what "the question spells an API name in words" is checked against.
+    prose: list[str] = field(default_factory=list)
 
     def match_expression(self) -> str:
         """The FTS5 MATCH string: every term quoted, OR-ed. Terms are [a-z0-9_] only."""
@@ -299,6 +307,15 @@ def parse_query(text: str) -> ParsedQuery:
     # Neighbouring words glued together, for matching API names typed as prose ("distribute tensor").
     plain = [w.lower() for w in content if not is_identifier(w)]
     parsed.glued = [a + b for a, b in zip(plain, plain[1:])] + [a + b + c for a, b, c in zip(plain, plain[1:], plain[2:])]
+    prose: dict[str, None] = {}
+    for match in _WORD.finditer(_HYPHENATED.sub(" ", rewritten)):
+        word = match.group(0).strip("._").lower()
+        if word and word not in STOP_WORDS and not is_identifier(match.group(0)):
+            prose.setdefault(word, None)
+            for extra in USER_SYNONYMS.get(word, ()):
+                if not is_identifier(extra):
+                    prose.setdefault(extra.lower(), None)
+    parsed.prose = list(prose)
     for compound in hyphenated:
         # "all-gather" is usually the operation in prose, not a pointer to the API: a term, no boost.
         add_word(compound, from_alias=True)

@@ -105,17 +105,18 @@ class ReferencePage(BaseModel):
 
 
 class ExampleInfo(BaseModel):
-    id: str
-    symbol: str
-    world_size: int
-    device: str
-    requires: list[str]
-    status: str
+    id: str = Field(description="Pass it to get_example for the code, expected output and full verification results.")
+    status: str = Field(description="passed | failed | skipped | doc-bug | not verified (several joined by '/' "
+                                    "when backends disagree).")
+    line: str = Field(description="Ranks and device it runs on; for a non-passing example, why.")
 
 
 class ExampleList(BaseModel):
-    total: int
+    total: int = Field(description="Examples matching the filters, over all pages.")
+    start_index: int
+    next_start_index: int | None = Field(description="start_index for the next page, or null on the last page.")
     examples: list[ExampleInfo]
+    note: str = Field(description="Which page this is and how to get the next one.")
 
 
 class DoctestStepResult(BaseModel):

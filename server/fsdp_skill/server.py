@@ -28,7 +28,7 @@ from .results import (
     ApiEntryResult, ExampleDetail, ExampleList, PatternDetail, PatternList, ReferenceList, ReferencePage,
     SearchResponse, VerifyResult,
 )
-from .tools import MAX_LIMIT, Toolbox
+from .tools import EXAMPLE_PAGE, MAX_EXAMPLE_PAGE, MAX_LIMIT, Toolbox
 
 T = TypeVar("T")
 
@@ -43,6 +43,7 @@ read_reference for a whole topic or section; list_patterns/get_pattern for runna
 Examples carry their verification status (passed / failed / skipped / doc-bug) on this torch."""
 
 SearchKind = Literal["section", "api", "example", "pattern"]
+ExampleStatus = Literal["passed", "failed", "skipped", "doc-bug", "not verified"]
 
 
 def _answer(call: Callable[[], T]) -> T:
@@ -103,9 +104,14 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def list_examples(
         symbol: Annotated[str | None, Field(description="Only examples of APIs whose name contains this, e.g. 'all_reduce'.")] = None,
+        status: Annotated[ExampleStatus | None, Field(description="Only examples with this verification status.")] = None,
+        start_index: Annotated[int, Field(description="Position to start from (the previous page's next_start_index).")] = 0,
+        limit: Annotated[int, Field(description=f"Examples per page, 1 to {MAX_EXAMPLE_PAGE}.")] = EXAMPLE_PAGE,
     ) -> ExampleList:
-        """Runnable doctest examples from the API docs, with world size, device and verification status."""
-        return _answer(lambda: box.list_examples(symbol))
+        """Runnable doctest examples from the API docs, a page at a time: id, verification status on this
+        torch, and one line (ranks, device, why it did not pass). Filter by API name or status; the note
+        at the end says how to get the next page. get_example(id) returns the code itself."""
+        return _answer(lambda: box.list_examples(symbol, status, start_index, limit))
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def get_example(

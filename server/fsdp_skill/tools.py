@@ -19,11 +19,15 @@ from .results import (
 )
 from .search import KINDS, search
 from .snippets import open_fence_at
-from .verification import VerificationReport, run_verification, summarize
+from .results import VerificationStatus
+from .verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
 
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
 MAX_WORLD_SIZE = 8
+# list_examples pages: the full listing runs to thousands of tokens, more than a model needs at once.
+EXAMPLE_PAGE, MAX_EXAMPLE_PAGE = 25, 200
+EXAMPLE_STATUSES = ("passed", "failed", "skipped", "doc-bug", NOT_VERIFIED)
 MAX_VERIFY_TIMEOUT = 600.0
 
 
@@ -195,17 +199,38 @@ class Toolbox:
 
     # ------------------------------------------------------------------ examples and patterns
 
-    def list_examples(self, symbol: str | None = None) -> ExampleList:
+    def list_examples(self, symbol: str | None = None, status: str | None = None, start_index: int = 0,
+                      limit: int = EXAMPLE_PAGE) -> ExampleList:
+        if not 1 <= limit <= MAX_EXAMPLE_PAGE:
+            raise ToolInputError(f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}")
+        if start_index < 0:
+            raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
+        if status is not None and status not in EXAMPLE_STATUSES:
+            raise ToolInputError(f"unknown status {status!r}: pass one of {', '.join(EXAMPLE_STATUSES)}, or omit it")
         payloads = self.index.payloads("example")
-        if symbol:
+        if symbol and symbol.strip():
             needle = resolve_prefix(symbol.strip()).lower()
             payloads = [p for p in payloads if needle in p["symbol"].lower()]
-        infos = [
-            ExampleInfo(id=p["id"], symbol=p["symbol"], world_size=p["world_size"], device=p["device"],
-                        requires=p["requires"], status=summarize(self.report.statuses(p["id"])))
-            for p in payloads
-        ]
-        return ExampleList(total=len(infos), examples=infos)
+        rows = [(p, self.report.statuses(p["id"])) for p in payloads]
+        if status is not None:
+            rows = [(p, statuses) for p, statuses in rows if status in _status_words(statuses)]
+        total = len(rows)
+        if start_index and start_index >= total:
+            raise ToolInputError(f"start_index {start_index} is past the end ({total} examples match): start below {total}")
+        page = rows[start_index : start_index + limit]
+        end = start_index + len(page)
+        infos = [ExampleInfo(id=p["id"], status="/".join(_status_words(statuses)), line=_example_line(p, statuses))
+                 for p, statuses in page]
+        filters = "".join(f", {name}={value!r}" for name, value in (("symbol", symbol), ("status", status)) if value)
+        if end < total:
+            note = (f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
+                    "get_example(id) gives the code and verification details.]")
+        elif total:
+            note = f"[examples {start_index + 1}-{end} of {total}: the last page. get_example(id) gives the code.]"
+        else:
+            note = "[no examples match: drop or change the filters]"
+        return ExampleList(total=total, start_index=start_index, next_start_index=end if end < total else None,
+                           examples=infos, note=note)
 
     def get_example(self, name: str) -> ExampleDetail:
         example = self.index.payload("example", name.strip())
@@ -239,7 +264,8 @@ class Toolbox:
         path = (self.root / pattern["file"]).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
             raise ToolInputError(f"pattern {name!r} is in the catalog but {pattern['file']} is missing from this checkout")
-        statuses = self.report.statuses(pattern["name"])
+        # The runner names pattern rows `pattern:<name>` (fsdp_skill.verify.catalog_patterns.PATTERN_PREFIX).
+        statuses = self.report.statuses("pattern:" + pattern["name"])
         return PatternDetail(**pattern, source=path.read_text(encoding="utf-8"), status=summarize(statuses),
                              verification=statuses)
 
@@ -260,6 +286,24 @@ class Toolbox:
             raise ToolInputError(f"timeout must be between 1 and {MAX_VERIFY_TIMEOUT:.0f} seconds, got {timeout}")
         results, tail = run_verification(example["id"], backend, size, timeout, self.root)
         return VerifyResult(name=example["id"], backend=backend, world_size=size, results=results, log_tail=tail)
+
+
+def _status_words(statuses: list[VerificationStatus]) -> list[str]:
+    """The distinct statuses of an example's runs, in report order; ['not verified'] when it has none."""
+    return list(dict.fromkeys(s.status for s in statuses)) or [NOT_VERIFIED]
+
+
+def _example_line(example: dict, statuses: list[VerificationStatus]) -> str:
+    """One line: '2 ranks, cpu' (+ 'needs cuda') (+ why it did not pass, shortened)."""
+    ranks = example["world_size"]
+    line = f"{ranks} rank{'s' if ranks != 1 else ''}, {example['device']}"
+    if example.get("requires"):
+        line += f", needs {', '.join(example['requires'])}"
+    reason = next((s.reason for s in statuses if s.status != "passed" and s.reason), None)
+    if reason:
+        reason = " ".join(reason.split())
+        line += ": " + (reason if len(reason) <= 90 else reason[:89].rstrip() + "…")
+    return line
 
 
 def _closing_fence(opening: str) -> str:
