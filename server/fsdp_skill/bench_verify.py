@@ -127,7 +127,7 @@ def cli_bench_verify(args: argparse.Namespace) -> int:
     print(_line("pooled", pooled, f"({tally})"))
     print(_line("spawn per example", per_example, "(one run)"))
 
-    pool, floor = statistics.median(s.wall for s in pooled), statistics.median(s.wall for s in floors)
+    pool = statistics.median(s.wall for s in pooled)
     speedup = per_example[0].wall / pool
     # Per-round ratios: each pairs a floor with the pooled run next to it, under the same load.
     over_floor = statistics.median(p.wall / f.wall for p, f in zip(pooled, floors))

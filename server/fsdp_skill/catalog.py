@@ -10,13 +10,12 @@ field changes meaning.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .atomic import write_atomic
 from .errors import UserError
 
 SCHEMA_VERSION = 1
@@ -177,19 +176,6 @@ def load_catalog(path: Path) -> Catalog:
 def dump_catalog(catalog: Catalog) -> str:
     """Deterministic JSON text (sorted keys, fixed indent, trailing newline)."""
     return json.dumps(catalog.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temp file in the same folder, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def save_catalog(catalog: Catalog, path: Path) -> None:

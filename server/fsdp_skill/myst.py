@@ -407,13 +407,15 @@ class _PageConverter:
         return min(6, max(2, self.level + 1))
 
     def _rst(self, text: str, first_line: int) -> str:
-        hook = None
+        hook: rst.AutodocHook | None = None
         if self.autodoc is not None:
             level = self._entry_level()
             page_hook = self.autodoc
 
-            def hook(directive: str, argument: str, options: dict[str, str], line: int) -> str:
+            def level_hook(directive: str, argument: str, options: dict[str, str], line: int) -> str:
                 return page_hook(directive, argument, options, line, level)
+
+            hook = level_hook
 
         return rst.rst_to_markdown(
             text,

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ..atomic import write_atomic  # stdlib only, shared with the catalog
 from .catalog_patterns import PATTERN_PREFIX
 
 STATUSES = ("passed", "doc-bug", "skipped", "failed")
@@ -141,18 +140,6 @@ def render_markdown(report: dict[str, Any]) -> str:
     if patterns:
         lines += _patterns_section(patterns)
     return "\n".join(lines) + "\n"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def read_previous(path: Path) -> dict[str, Any] | None:
