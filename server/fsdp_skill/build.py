@@ -69,6 +69,7 @@ class Output:
     warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     drift_names: int = 0
+    coverage: str = ""  # how the covered modules' public names are accounted for
     missing: list[tuple[str, str]] = field(default_factory=list)  # documented names torch lacks
 
 
@@ -365,8 +366,14 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         if file_name.endswith(".md"):
             found.extend(lint_problems(file_name, text))
     drift_count = _count_drift_names(drift, files[DRIFT_FILE])
+    catalog_names = {entry.qualified_name for entry in catalog.api} | {a for entry in catalog.api for a in entry.aliases}
+    total, as_entries, drift_only, uncovered = drift.coverage(catalog_names, files[DRIFT_FILE])
+    # Every public name must be findable: an API entry, or a row of api-drift.md saying why not.
+    found.extend(f"{DRIFT_FILE}: public name {name} is neither an API entry nor listed with a reason" for name in uncovered)
+    covered = f"{total} public names: {as_entries} API entries + {drift_only} only in {DRIFT_FILE}, {len(uncovered)} uncovered"
     return Output(
-        files=files, catalog=catalog, warnings=warn.lines, problems=found, drift_names=drift_count, missing=warn.missing
+        files=files, catalog=catalog, warnings=warn.lines, problems=found, drift_names=drift_count,
+        coverage=covered, missing=warn.missing,
     )
 
 
@@ -454,7 +461,7 @@ def summary(output: Output, seconds: float) -> str:
     return (
         f"{markdown_files} reference files, {len(catalog.sections)} sections, {len(catalog.api)} API entries, "
         f"{len(catalog.examples)} examples, {output.drift_names} drift names, {len(output.warnings)} warnings, "
-        f"{seconds:.2f} s"
+        f"{seconds:.2f} s\ncoverage: {output.coverage}"
     )
 
 

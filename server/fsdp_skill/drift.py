@@ -78,6 +78,20 @@ def covered_public_names() -> list[str]:
     return sorted(set(names + COVERED_EXTRA))
 
 
+_LISTED_NAME = re.compile(r"^\| `([\w.]+)` \|", re.M)
+
+
+def coverage(catalog_names: set[str], drift_text: str) -> tuple[int, int, int, list[str]]:
+    """How the covered public names are accounted for: (public names, API entries, listed only in
+    api-drift.md, names in neither). catalog_names holds the entries' qualified names and aliases."""
+    listed = set(_LISTED_NAME.findall(drift_text))
+    names = covered_public_names()
+    entries = [name for name in names if name in catalog_names]
+    drift_only = [name for name in names if name not in catalog_names and name in listed]
+    uncovered = [name for name in names if name not in catalog_names and name not in listed]
+    return len(names), len(entries), len(drift_only), uncovered
+
+
 def _resolve(qualified_name: str) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
