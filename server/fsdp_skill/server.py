@@ -202,5 +202,9 @@ def cli_serve(args: argparse.Namespace) -> int:
         print(f"fsdp-skill serve: streamable HTTP on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
         server.run("streamable-http", host=args.host, port=args.port)
     else:
+        if sys.stdin.isatty():
+            # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.
+            print("fsdp-skill serve: MCP server on stdio, waiting for a client (see README, 'MCP clients'); "
+                  "Ctrl-C to stop", file=sys.stderr, flush=True)
         server.run()
     return 0
