@@ -16,21 +16,9 @@ from fsdp_skill.errors import NetworkError, UserError
 from fsdp_skill.fetch import fetch_sources, parse_ref_args, torch_tag
 from fsdp_skill.seed import seed_from_dir
 from fsdp_skill.sources import load_declaration, read_cached, source_record, load_sources
+from sources_fixture import REPOS_TOML
 
-SOURCES_TOML = """
-[repos."pytorch/pytorch"]
-dir = "pytorch"
-pinned_to_torch = true
-licence = "BSD-3-Clause"
-docs_root = "docs/source"
-docs_url = "https://docs.pytorch.org/docs/{version}/{page}.html"
-
-[repos."pytorch/tutorials"]
-dir = "pytorch-tutorials"
-default_ref = "main"
-licence = "BSD-3-Clause"
-docs_url = "https://docs.pytorch.org/tutorials/{page}.html"
-
+SOURCES_TOML = REPOS_TOML + """
 [[sources]]
 repo = "pytorch/pytorch"
 path = "docs/source/fsdp.md"

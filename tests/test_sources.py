@@ -25,21 +25,9 @@ from fsdp_skill.sources import (
     source_record,
     verify_cache,
 )
+from sources_fixture import REPOS_TOML
 
-MINI_TOML = """
-[repos."pytorch/pytorch"]
-dir = "pytorch"
-pinned_to_torch = true
-licence = "BSD-3-Clause"
-docs_root = "docs/source"
-docs_url = "https://docs.pytorch.org/docs/{version}/{page}.html"
-
-[repos."pytorch/tutorials"]
-dir = "pytorch-tutorials"
-default_ref = "main"
-licence = "BSD-3-Clause"
-docs_url = "https://docs.pytorch.org/tutorials/{page}.html"
-
+MINI_TOML = REPOS_TOML + """
 [[sources]]
 repo = "pytorch/pytorch"
 path = "docs/source/notes/fsdp.rst"
