@@ -10,10 +10,10 @@ import json
 import re
 from pathlib import Path
 
-from fsdp_skill.catalog import (
+from fsdp_skill.core.catalog import (
     ApiEntry, Catalog, Deprecation, DoctestStep, Example, Parameter, Pattern, Reference, Section, save_catalog,
 )
-from fsdp_skill.index import build_index
+from fsdp_skill.search.index import build_index
 
 FSDP2_MD = """\
 # FSDP2: fully_shard

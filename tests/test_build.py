@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill import build
-from fsdp_skill.catalog import Catalog, Reference, dump_catalog, load_catalog
-from fsdp_skill.errors import UserError
-from fsdp_skill.lint import problems
-from fsdp_skill.paths import references_dir, repo_root
+from fsdp_skill.build import pipeline as build
+from fsdp_skill.core.catalog import Catalog, Reference, dump_catalog, load_catalog
+from fsdp_skill.core.errors import UserError
+from fsdp_skill.build.lint import problems
+from fsdp_skill.core.paths import references_dir, repo_root
 
 REFS = references_dir(repo_root())
 GENERATED = sorted([p.name for p in REFS.glob("*.md") if p.name != "verification.md"] + ["catalog.json"])
@@ -51,7 +51,7 @@ def test_the_build_has_no_validation_problems(fresh: build.Output) -> None:
 
 def test_every_covered_public_name_is_an_api_entry_or_listed_in_api_drift(catalog: Catalog) -> None:
     pytest.importorskip("torch")
-    from fsdp_skill.drift import coverage
+    from fsdp_skill.apidoc.drift import coverage
 
     documented = {entry.qualified_name for entry in catalog.api} | {a for entry in catalog.api for a in entry.aliases}
     total, as_entries, drift_only, uncovered = coverage(documented, (REFS / "api-drift.md").read_text(encoding="utf-8"))
@@ -67,7 +67,8 @@ def _doctest_statements(docstring: str) -> list[str]:
 
 def test_every_doctest_statement_of_a_covered_public_name_is_in_the_catalog_examples(catalog: Catalog) -> None:
     pytest.importorskip("torch")
-    from fsdp_skill import drift, introspect
+    from fsdp_skill.apidoc import drift
+    from fsdp_skill.apidoc import introspect
 
     by_name = {entry.qualified_name: entry for entry in catalog.api}
     for entry in catalog.api:
@@ -104,7 +105,7 @@ def test_example_ids_are_the_canonical_public_name_of_their_entry_numbered_from_
     pytest.importorskip("torch")
     import inspect
 
-    from fsdp_skill import introspect
+    from fsdp_skill.apidoc import introspect
 
     def canonical(name: str) -> str:
         resolved = introspect.resolve(name, None)
@@ -205,20 +206,26 @@ def small_output(files: dict[str, str], warnings_: list[str] | None = None) -> b
     return build.Output(files=all_files, catalog=catalog, warnings=warnings_ or [])
 
 
+def no_index(monkeypatch) -> None:
+    """These tests are about the markdown files: the index stub writes an empty file and is never stale."""
+    monkeypatch.setattr(build, "build_index", lambda catalog, path, root: path.write_bytes(b""))
+    monkeypatch.setattr(build, "stale_reason", lambda *paths: None)
+
+
 def test_write_replaces_generated_files_removes_dropped_topics_and_keeps_unrelated_files(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(build, "_optional", lambda module: None)  # no index in this test
+    no_index(monkeypatch)
     refs = tmp_path / "references"
     build.write_output(small_output({"old.md": "# old\n", "keep.md": "# keep v1\n", "api-drift.md": "# d\n"}), refs, tmp_path)
     (refs / "verification.md").write_text("# runner report\n")
     build.write_output(small_output({"keep.md": "# keep v2\n", "new.md": "# new\n", "api-drift.md": "# d\n"}), refs, tmp_path)
-    assert sorted(p.name for p in refs.iterdir()) == ["api-drift.md", "catalog.json", "keep.md", "new.md", "verification.md"]
+    assert sorted(p.name for p in refs.iterdir()) == ["api-drift.md", "catalog.json", "index.sqlite", "keep.md", "new.md", "verification.md"]
     assert (refs / "keep.md").read_text() == "# keep v2\n"
     assert (refs / "verification.md").read_text() == "# runner report\n"
     assert json.loads((refs / "catalog.json").read_text())["ref"] == "v2.13.0"
 
 
 def test_differences_names_changed_new_and_removed_files(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(build, "_optional", lambda module: None)
+    no_index(monkeypatch)
     refs = tmp_path / "references"
     build.write_output(small_output({"a.md": "# a\n", "b.md": "# b\n"}), refs, tmp_path)
     assert build.differences(small_output({"a.md": "# a\n", "b.md": "# b\n"}), refs) == []
@@ -231,7 +238,7 @@ def test_differences_names_changed_new_and_removed_files(tmp_path: Path, monkeyp
 def regenerate(tmp_path: Path, monkeypatch, output: build.Output, **flags: bool) -> int:
     monkeypatch.setenv("FSDP_SKILL_ROOT", str(tmp_path))
     monkeypatch.setattr(build, "build_references", lambda root, ref=None: output)
-    monkeypatch.setattr(build, "_optional", lambda module: None)
+    no_index(monkeypatch)
     args = argparse.Namespace(strict=flags.get("strict", False), check=flags.get("check", False), ref=None)
     return build.cli_regenerate(args)
 
@@ -250,7 +257,8 @@ def test_without_strict_a_warning_is_printed_and_the_files_are_written(tmp_path:
     assert (tmp_path / "references" / "a.md").read_text() == "# a\n"
     out = capsys.readouterr().out
     assert re.search(r"1 reference files, 0 sections, 0 API entries, 0 examples, 0 drift names, 1 warnings, \d+\.\d\d s", out)
-    assert re.search(r"regenerated 2 files in \d+\.\d\d s", out)
+    # a.md, the index and catalog.json
+    assert re.search(r"regenerated 3 files in \d+\.\d\d s", out)
 
 
 def test_check_reports_a_difference_with_exit_1_and_changes_nothing(tmp_path: Path, monkeypatch, capsys) -> None:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill import introspect
-from fsdp_skill.docstring_sections import split_docstring
-from fsdp_skill.docstrings import ApiDoc, document, render_api, to_api_entry, to_examples, walk
-from fsdp_skill.doctests import count_prompts
-from fsdp_skill.markdown_checks import artefacts, tables
+from fsdp_skill.apidoc import introspect
+from fsdp_skill.apidoc.docstring_sections import split_docstring
+from fsdp_skill.apidoc.docstrings import ApiDoc, document, render_api, to_api_entry, to_examples, walk
+from fsdp_skill.apidoc.doctests import count_prompts
+from fsdp_skill.build.markdown_checks import artefacts, tables
 
 pytest.importorskip("torch")
 
@@ -240,7 +240,7 @@ def test_every_upstream_autodoc_directive_renders_clean_and_keeps_every_doctest_
 
 
 def test_an_object_autodocumented_under_two_spellings_renders_once_where_the_shorter_spelling_stood() -> None:
-    from fsdp_skill.autodoc import AutodocRegistry
+    from fsdp_skill.apidoc.autodoc import AutodocRegistry
 
     registry = AutodocRegistry(lambda o, ln, m: None)
     hook = registry.hook(origin="distributed.md", source=None, page_url="https://docs/distributed.html")
@@ -268,7 +268,7 @@ def test_the_catalog_description_does_not_repeat_the_summary_but_the_rendered_en
 
 
 def test_a_description_whose_first_paragraph_is_not_the_summary_is_kept_whole() -> None:
-    from fsdp_skill.docstrings import split_lead
+    from fsdp_skill.apidoc.docstrings import split_lead
 
     assert split_lead("Intro text.\n\nMore.", "Other summary.") == ("", "Intro text.\n\nMore.")
     assert split_lead("```python\ncode\n```\n\nText.", "Text.") == ("", "```python\ncode\n```\n\nText.")
@@ -276,7 +276,7 @@ def test_a_description_whose_first_paragraph_is_not_the_summary_is_kept_whole() 
 
 
 def test_a_module_without_a_docstring_renders_no_heading_and_its_members_take_its_place() -> None:
-    from fsdp_skill.docstrings import is_bare_module
+    from fsdp_skill.apidoc.docstrings import is_bare_module
 
     [module], _ = doc_of("automodule", "torch.distributed.debug", current_module=None, members="")
     assert is_bare_module(module) and module.members
@@ -289,7 +289,7 @@ def test_a_module_without_a_docstring_renders_no_heading_and_its_members_take_it
 
 
 def test_a_registry_places_no_entry_for_a_module_without_a_docstring() -> None:
-    from fsdp_skill.autodoc import AutodocRegistry
+    from fsdp_skill.apidoc.autodoc import AutodocRegistry
 
     registry = AutodocRegistry(lambda o, ln, m: None)
     hook = registry.hook(origin="checkpoint.md", source=None, page_url="https://docs/checkpoint.html")

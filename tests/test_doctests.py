@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fsdp_skill.doctests import count_prompts, parse_doctest
+from fsdp_skill.apidoc.doctests import count_prompts, parse_doctest
 
 ALL_REDUCE = '''
     >>> # xdoctest: +SKIP("no rank")

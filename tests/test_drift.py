@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from fsdp_skill import deprecation
-from fsdp_skill.drift import build_drift, covered_public_names, public_names
-from fsdp_skill.markdown_checks import artefacts, tables
+from fsdp_skill.apidoc import deprecation
+from fsdp_skill.apidoc.drift import build_drift, covered_public_names, public_names
+from fsdp_skill.build.markdown_checks import artefacts, tables
 
 torch = pytest.importorskip("torch")
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from search_fixture import make_catalog, make_tree
 
-from fsdp_skill import search as search_module
-from fsdp_skill.catalog import Section, save_catalog
-from fsdp_skill.documents import split_pattern_source
-from fsdp_skill.index import DocsIndex, IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
-from fsdp_skill.query import QueryError, identifier_parts, parse_query
-from fsdp_skill.search import in_scope, named_symbols, prose_names, rank_key, search
-from fsdp_skill.snippets import code_block, make_snippet, markdown_blocks, open_fence_at
+from fsdp_skill.search import ranking as search_module
+from fsdp_skill.core.catalog import Section, save_catalog
+from fsdp_skill.search.documents import split_pattern_source
+from fsdp_skill.search.index import DocsIndex, IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
+from fsdp_skill.search.query import QueryError, identifier_parts, parse_query
+from fsdp_skill.search.ranking import in_scope, named_symbols, prose_names, rank_key, search
+from fsdp_skill.search.snippets import code_block, make_snippet, markdown_blocks, open_fence_at
 
 
 @pytest.fixture(scope="module")
@@ -224,7 +224,7 @@ def test_changed_pattern_file_makes_the_index_stale(tmp_path: Path) -> None:
 
 
 def test_regenerate_check_reports_an_index_built_from_other_pattern_files(tmp_path: Path) -> None:
-    from fsdp_skill import build
+    from fsdp_skill.build import pipeline as build
 
     catalog = make_tree(tmp_path)
     output = build.Output(files={}, catalog=catalog, warnings=[])
@@ -390,8 +390,8 @@ def test_search_results_never_leave_a_code_block_open(index) -> None:
 
 def test_index_and_search_modules_never_import_torch(tree: Path) -> None:
     code = (
-        "import sys; from pathlib import Path; from fsdp_skill.index import open_index; "
-        "from fsdp_skill.search import search; "
+        "import sys; from pathlib import Path; from fsdp_skill.search.index import open_index; "
+        "from fsdp_skill.search.ranking import search; "
         f"idx = open_index(Path({str(tree)!r})); search(idx, 'all_reduce'); "
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
@@ -423,7 +423,7 @@ def committed_index():
 
 
 def test_eval_set_has_fifty_questions_whose_answers_exist_in_the_committed_catalog(committed_index) -> None:
-    from fsdp_skill.bench_search import canonical, load_queries
+    from fsdp_skill.cli.bench_search import canonical, load_queries
 
     queries = load_queries(EVAL / "queries.jsonl")
     assert len(queries) >= 50 and len({q.question for q in queries}) == len(queries)
@@ -437,7 +437,7 @@ def test_eval_set_has_fifty_questions_whose_answers_exist_in_the_committed_catal
 
 
 def test_ranking_meets_the_recall_and_mrr_targets_and_beats_plain_bm25_on_the_dev_set(committed_index) -> None:
-    from fsdp_skill.bench_search import PlainBM25, canonical, load_queries, our_rankings, score_rankings
+    from fsdp_skill.cli.bench_search import PlainBM25, canonical, load_queries, our_rankings, score_rankings
 
     queries = canonical(committed_index, load_queries(EVAL / "queries.jsonl"))
     ours = score_rankings(queries, our_rankings(committed_index, queries))
@@ -447,7 +447,7 @@ def test_ranking_meets_the_recall_and_mrr_targets_and_beats_plain_bm25_on_the_de
 
 
 def test_bench_metrics_count_recall_and_reciprocal_rank_correctly() -> None:
-    from fsdp_skill.bench_search import EvalQuery, score_rankings
+    from fsdp_skill.cli.bench_search import EvalQuery, score_rankings
 
     q1 = EvalQuery("a", frozenset({"torch.distributed.all_reduce"}), frozenset(), frozenset())
     q2 = EvalQuery("b", frozenset(), frozenset({"fsdp2.md#mixed-precision"}), frozenset())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from fsdp_skill.markdown_checks import artefacts
-from fsdp_skill.myst import myst_to_markdown, prepass
+from fsdp_skill.build.markdown_checks import artefacts
+from fsdp_skill.convert.myst import myst_to_markdown, prepass
 
 
 class Recorder:

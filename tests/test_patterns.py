@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill.catalog import Catalog, Pattern
-from fsdp_skill.patterns import PatternError, load_patterns
+from fsdp_skill.core.catalog import Catalog, Pattern
+from fsdp_skill.build.patterns import PatternError, load_patterns
 from fsdp_skill.verify.patterns import (
     PatternHeaderError,
     failure_reason,

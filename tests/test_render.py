@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from fsdp_skill.lint import problems
-from fsdp_skill.render import (
+from fsdp_skill.build.lint import problems
+from fsdp_skill.build.render import (
     SourceRow,
     Slugger,
     drop_empty_sections,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill.markdown_checks import artefacts, fences, tables
-from fsdp_skill.rst import inline_to_markdown, rst_to_markdown
+from fsdp_skill.build.markdown_checks import artefacts, fences, tables
+from fsdp_skill.convert.rst.converter import inline_to_markdown, rst_to_markdown
 
 UPSTREAM = Path(__file__).resolve().parents[2] / "shared" / "upstream"
 if not UPSTREAM.is_dir():

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from search_fixture import make_tree
 
-from fsdp_skill.cli import main
+from fsdp_skill.cli.main import main
 
 
 @pytest.fixture(scope="module")

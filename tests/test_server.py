@@ -14,9 +14,9 @@ import pytest
 from mcp import Client
 from search_fixture import DEBUGGING_MD, make_tree
 
-from fsdp_skill import verification
-from fsdp_skill.server import build_server
-from fsdp_skill.snippets import open_fence_at
+from fsdp_skill.serve import verification
+from fsdp_skill.serve.server import build_server
+from fsdp_skill.search.snippets import open_fence_at
 
 READ_ONLY_TOOLS = {"search_docs", "get_api", "read_reference", "list_references", "list_examples", "get_example",
                    "list_patterns", "get_pattern"}
@@ -336,8 +336,8 @@ def test_server_module_never_imports_torch(tree: Path) -> None:
     code = (
         "import sys, anyio; from pathlib import Path; from mcp import Client; "
         # The path `fsdp-skill serve` takes: the CLI parser first (it imports every subcommand's flags).
-        "from fsdp_skill.cli import build_parser; build_parser().parse_args(['serve'])\n"
-        "from fsdp_skill.server import build_server\n"
+        "from fsdp_skill.cli.main import build_parser; build_parser().parse_args(['serve'])\n"
+        "from fsdp_skill.serve.server import build_server\n"
         f"server = build_server(Path({str(tree)!r}), allow_run=True)\n"
         "async def main():\n"
         "    async with Client(server) as c:\n"

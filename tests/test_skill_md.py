@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fsdp_skill.myst import markdown_parser
-from fsdp_skill.validate import split_frontmatter
+from fsdp_skill.convert.myst import markdown_parser
+from fsdp_skill.cli.validate import split_frontmatter
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -91,7 +91,7 @@ def test_every_reference_topic_is_in_the_map() -> None:
 
 def test_every_mcp_tool_the_server_registers_is_explained() -> None:
     """Tool names are read from the server's source (decorated with server.tool), not a list kept here."""
-    tree = ast.parse((ROOT / "server" / "fsdp_skill" / "server.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "server" / "fsdp_skill" / "serve" / "server.py").read_text(encoding="utf-8"))
     tools = {
         node.name
         for node in ast.walk(tree)

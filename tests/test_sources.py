@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill.catalog import Source
-from fsdp_skill.errors import UserError
-from fsdp_skill.paths import repo_root
-from fsdp_skill.sources import (
+from fsdp_skill.core.catalog import Source
+from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.paths import repo_root
+from fsdp_skill.upstream.sources import (
     ManifestEntry,
     cached_path,
     docs_url,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.cli import main as fsdp_skill
-from fsdp_skill.validate import anchors_of, cli_validate, validate
+from fsdp_skill.cli.validate import anchors_of, cli_validate, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ _STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "fail
 
 
 def repo_root() -> Path:
-    # Same rule as fsdp_skill.paths (not imported: this subpackage depends on the stdlib and torch only).
+    # Same rule as fsdp_skill.core.paths (not imported: this subpackage depends on the stdlib and torch only).
     env = os.environ.get("FSDP_SKILL_ROOT")
     return Path(env).resolve() if env else Path(__file__).resolve().parents[3]
 

@@ -1,7 +1,7 @@
 """Catalog examples as the runner sees them: read with `json` alone, cut into executable units.
 
 The runner must work from a plain clone with only torch installed, so it reads `references/catalog.json`
-with the stdlib instead of the pydantic models in `fsdp_skill.catalog` (the field names are the same).
+with the stdlib instead of the pydantic models in `fsdp_skill.core.catalog` (the field names are the same).
 
 A *unit* is the smallest piece of source that compiles on its own, with the output documented under it.
 Most units are one doctest step; upstream sometimes writes block bodies with `>>>` instead of `...`

@@ -1,7 +1,7 @@
 """Run one pattern from assets/patterns/ under torchrun, and read the metadata header it starts with.
 
 Stdlib only (torch is imported lazily, to count GPUs), like the rest of `fsdp_skill.verify`: a plain
-clone runs it. The catalog builder (`fsdp_skill.patterns`) reads the same header through
+clone runs it. The catalog builder (`fsdp_skill.build.patterns`) reads the same header through
 `read_header`, so the two can never disagree about what a pattern needs.
 
 The header. A Python pattern's module docstring, a shell template's first comment block, starts with
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     parser.add_argument("--timeout", type=float, default=180.0, help="per-pattern timeout in seconds")
     args = parser.parse_args(argv)
-    # Same rule as fsdp_skill.paths (not imported: this subpackage stays stdlib + torch only).
+    # Same rule as fsdp_skill.core.paths (not imported: this subpackage stays stdlib + torch only).
     root = Path(os.environ.get("FSDP_SKILL_ROOT") or Path(__file__).resolve().parents[3])
     default_dir = root / "assets" / "patterns"
     files = [Path(f) for f in args.files] or pattern_files(default_dir)

@@ -1,6 +1,6 @@
 """The verification report: JSON for tools (the MCP server reads it), markdown for people.
 
-Schema (keep exactly; `fsdp_skill.server` reads it):
+Schema (keep exactly; `fsdp_skill.serve.server` reads it):
     {"torch_version": str, "date": "YYYY-MM-DD",
      "results": [{"name", "backend", "world_size", "status", "reason", "seconds", "warnings", "ranks"?, "output"?}]}
 
@@ -21,7 +21,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from ..atomic import write_atomic  # stdlib only, shared with the catalog
+from fsdp_skill.core.atomic import write_atomic  # stdlib only, shared with the catalog
 from .catalog_patterns import PATTERN_PREFIX
 
 STATUSES = ("passed", "doc-bug", "skipped", "failed")

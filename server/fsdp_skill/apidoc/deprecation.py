@@ -1,0 +1,125 @@
+"""Is a torch API deprecated, and what replaces it? Three independent signals, first one wins:
+
+1. `typing_extensions.deprecated` / `warnings.deprecated` set `__deprecated__` on the object
+   (2.13's `reduce_scatter_tensor` carries it, with category=FutureWarning);
+2. the source calls `warnings.warn(...)` with a FutureWarning/DeprecationWarning whose message
+   says "deprecat" — read from `inspect.getsource` text, never by calling the function;
+3. the docstring has a `.. deprecated::` directive, or a note/warning saying "is deprecated".
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from typing import Any
+
+from fsdp_skill.core.catalog import Deprecation
+
+_REPLACEMENT = [
+    re.compile(r"\b(?:use|using|switch to|migrate to)\s+(?P<quote>[`'\"]*)(?P<name>[\w.]+(?:\(\))?)", re.IGNORECASE),
+    re.compile(r"\bin favou?r of\s+(?P<quote>[`'\"]*)(?P<name>[\w.]+(?:\(\))?)", re.IGNORECASE),
+    re.compile(r"\breplaced (?:by|with)\s+(?P<quote>[`'\"]*)(?P<name>[\w.]+(?:\(\))?)", re.IGNORECASE),
+]
+
+
+def _looks_like_api_name(name: str) -> bool:
+    """`use it`, `use APIs` are English; an API name has a dot, an underscore, () or CamelCase."""
+    return bool(re.search(r"[._]|\(\)$|^[A-Z][a-z]+[A-Z]", name)) and not name.isupper()
+
+
+def replacement_in(message: str) -> str | None:
+    for pattern in _REPLACEMENT:
+        for match in pattern.finditer(message):
+            name = match.group("name").rstrip(".").removesuffix("()")
+            if match.group("quote") or _looks_like_api_name(name):
+                return name
+    return None
+
+
+def _clean(message: str) -> str:
+    message = re.sub(r":(?:func|meth|class|attr):`~?([^`]+)`", r"\1", message)
+    return " ".join(message.replace("``", "`").split())
+
+
+def from_attribute(obj: Any) -> Deprecation | None:
+    target = obj.fget if isinstance(obj, property) else obj
+    message = getattr(target, "__deprecated__", None)
+    if isinstance(message, str) and message:
+        return Deprecation(message=_clean(message), replacement=replacement_in(message))
+    return None
+
+
+def _string_value(node: ast.AST) -> str | None:
+    """The text of a string literal, an implicit concatenation, or an f-string's literal parts."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{…}" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _string_value(node.left), _string_value(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
+def from_source(obj: Any) -> Deprecation | None:
+    """A warn(..., FutureWarning/DeprecationWarning) that is a top-level statement of the function
+    (or of a class's __init__). Warnings nested under an `if` concern one argument or one code
+    path, not the API itself, so they are not counted."""
+    target = obj.fget if isinstance(obj, property) else obj
+    if isinstance(target, type):
+        target = target.__dict__.get("__init__")
+    if not inspect.isfunction(target):
+        return None
+    try:
+        source = inspect.getsource(target)
+    except (TypeError, OSError):
+        return None
+    if "warn" not in source or "Warning" not in source:
+        return None
+    try:
+        tree = ast.parse(inspect.cleandoc("\n" + source) if source[:1].isspace() else source)
+    except SyntaxError:
+        return None
+    function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None:
+        return None
+    for statement in function.body:
+        node = statement.value if isinstance(statement, ast.Expr) else None
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in ("warn", "_warn", "warn_deprecated"):
+            continue
+        category = ast.unparse(node.args[1]) if len(node.args) > 1 else next(
+            (ast.unparse(k.value) for k in node.keywords if k.arg == "category"), "")
+        message = _string_value(node.args[0]) if node.args else None
+        if message and "deprecat" in message.lower() and ("FutureWarning" in category or "DeprecationWarning" in category):
+            return Deprecation(message=_clean(message), replacement=replacement_in(message))
+    return None
+
+
+def from_docstring(deprecated_directive: tuple[str, str] | None, notes: list[tuple[str, str]]) -> Deprecation | None:
+    if deprecated_directive is not None:
+        version, body = deprecated_directive
+        message = _clean(f"Deprecated since version {version}. {body}".strip()) if version else _clean(body)
+        return Deprecation(message=message, replacement=replacement_in(body))
+    for label, body in notes:
+        if label.lower().startswith("warning") and re.search(r"\bis deprecated\b|\bhas been deprecated\b", body):
+            return Deprecation(message=_clean(body), replacement=replacement_in(body))
+    return None
+
+
+def from_summary(summary: str) -> Deprecation | None:
+    """"Deprecated enum-like class ..." — the docstring's first words say it."""
+    if re.match(r"^\s*(?:\(?deprecated\)?[\s:.,]|this (?:function|class|method|api) is deprecated)", summary, re.IGNORECASE):
+        first = _clean(summary.strip().split("\n\n")[0])
+        return Deprecation(message=first, replacement=replacement_in(summary))
+    return None
+
+
+def detect(obj: Any, deprecated_directive: tuple[str, str] | None = None,
+           notes: list[tuple[str, str]] | None = None, summary: str = "") -> Deprecation | None:
+    return (from_attribute(obj) or from_source(obj) or from_docstring(deprecated_directive, notes or [])
+            or from_summary(summary))

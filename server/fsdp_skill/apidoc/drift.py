@@ -1,0 +1,246 @@
+"""references/api-drift.md: where the installed torch and the pinned documentation pages disagree.
+
+Three lists: public names of the covered modules that no page documents (each with a reason and
+its docstring summary), documented names that are deprecated in the installed torch, and names the
+pages document that the installed torch no longer has. "Documented" is decided by object identity,
+so a function documented under one spelling (torch.distributed.checkpoint.state_dict_saver.save)
+covers its re-exports (torch.distributed.checkpoint.save). Build time only (imports torch).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+from fsdp_skill.apidoc import deprecation
+from fsdp_skill.apidoc import introspect
+from fsdp_skill.core.catalog import Deprecation
+from fsdp_skill.apidoc.docstring_sections import split_docstring
+from fsdp_skill.convert.rst.inline import convert as convert_inline
+
+# Whole modules whose public names must be covered (torch.nn.parallel only for DDP, below).
+COVERED_MODULES = [m for m in introspect.PUBLIC_MODULES if m.startswith("torch.distributed")]
+COVERED_EXTRA = ["torch.nn.parallel.DistributedDataParallel"]
+
+PUBLIC_RULE = (
+    "A module's public names are its `__all__`. `torch.distributed` and `torch.distributed.checkpoint` "
+    "define none, so for them a public name is an attribute not starting with `_` that is a class, a "
+    "function, or an instance of a class, defined in that package (its `__module__`, or its type's, starts "
+    "with the package name, or with `torch._C._distributed` for the C++ bindings); submodules and "
+    "names imported from elsewhere (`timedelta`, `log`, typing aliases) are not API."
+)
+
+
+def _quiet_getattr(obj: Any, name: str) -> Any:
+    with warnings.catch_warnings():  # touching deprecated module attributes warns (reduce_op)
+        warnings.simplefilter("ignore")
+        return getattr(obj, name, None)
+
+
+def _defined_in_package(value: Any, package: str) -> bool:
+    module = getattr(value, "__module__", None) if isinstance(value, type) or callable(value) else None
+    if not isinstance(module, str):
+        module = getattr(type(value), "__module__", "")
+    return module.startswith(package) or (package == "torch.distributed" and module.startswith("torch._C._distributed"))
+
+
+def public_names(module_name: str) -> list[str]:
+    """Sorted public names of a module (see PUBLIC_RULE); [] if it does not import."""
+    with warnings.catch_warnings():  # deprecated module attributes warn when inspected (reduce_op)
+        warnings.simplefilter("ignore")
+        return _public_names(module_name)
+
+
+def _public_names(module_name: str) -> list[str]:
+    module = introspect.import_module(module_name)
+    if module is None:
+        return []
+    exported = getattr(module, "__all__", None)
+    if exported is not None:
+        return sorted(set(exported))
+    names = []
+    for name in dir(module):
+        value = _quiet_getattr(module, name)
+        if name.startswith("_") or value is None or inspect.ismodule(value):
+            continue
+        if isinstance(value, (int, float, str, bool)) or type(value).__module__ in ("typing", "types"):
+            continue
+        if _defined_in_package(value, module_name):
+            names.append(name)
+    return sorted(names)
+
+
+def covered_public_names() -> list[str]:
+    names = [f"{module}.{name}" for module in COVERED_MODULES for name in public_names(module)]
+    return sorted(set(names + COVERED_EXTRA))
+
+
+_LISTED_NAME = re.compile(r"^\| `([\w.]+)` \|", re.M)
+
+
+def coverage(catalog_names: set[str], drift_text: str) -> tuple[int, int, int, list[str]]:
+    """How the covered public names are accounted for: (public names, API entries, listed only in
+    api-drift.md, names in neither). catalog_names holds the entries' qualified names and aliases."""
+    listed = set(_LISTED_NAME.findall(drift_text))
+    names = covered_public_names()
+    entries = [name for name in names if name in catalog_names]
+    drift_only = [name for name in names if name not in catalog_names and name in listed]
+    uncovered = [name for name in names if name not in catalog_names and name not in listed]
+    return len(names), len(entries), len(drift_only), uncovered
+
+
+def _resolve(qualified_name: str) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        resolved = introspect.resolve(qualified_name, None)
+    return resolved.obj if resolved is not None else None
+
+
+def _summary(obj: Any) -> str:
+    text = _own_docstring(obj)
+    if not text:
+        return ""
+    _, rest = introspect.split_pybind_doc(text, getattr(obj, "__name__", ""))
+    first = (rest or text).strip().split("\n\n")[0]
+    line = " ".join(first.split())
+    if len(line) > 160:
+        cut = line.rfind(" ", 0, 157)
+        line = line[: cut if cut > 80 else 157].rstrip(" ,;:") + " ..."
+    return convert_inline(line, escape_html=True)
+
+
+def deprecation_of(obj: Any) -> Deprecation | None:
+    raw = split_docstring(_own_docstring(obj))
+    return deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body))
+
+
+def _is_type_alias(obj: Any) -> bool:
+    """`DictValueType = dict[str, ValueType]`, unions, `FQNS_T = set[str]`: names for types, whose
+    docstring (if any) is the builtin's."""
+    return (
+        isinstance(obj, (types.UnionType, types.GenericAlias))
+        or type(obj).__module__ == "typing"
+        or (isinstance(obj, type) and obj.__module__ == "builtins")
+    )
+
+
+def _own_docstring(obj: Any) -> str:
+    """The docstring, minus the ones Python writes itself (dataclass "Name(field: type, ...)",
+    a builtin type's, a type alias's)."""
+    if _is_type_alias(obj):
+        return ""
+    text = introspect.raw_docstring(obj)
+    name = getattr(obj, "__name__", None)
+    if name and text.startswith(f"{name}(") and "\n" not in text.strip():
+        return ""
+    return text
+
+
+def _alias_text(obj: Any) -> str:
+    text = obj.__name__ if isinstance(obj, type) else repr(obj)
+    return re.sub(r"\b(?:[a-z_]\w*\.)+(?=[A-Za-z_])", "", text)
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def _reason(name: str, obj: Any, dep: Deprecation | None) -> str:
+    if dep is not None:
+        return "deprecated in this torch (see below); the pages no longer document it"
+    if _is_type_alias(obj):
+        text = _alias_text(obj)
+        return f"type alias (`{text if len(text) <= 60 else text[:57] + '...'}`), not a callable API"
+    if not _own_docstring(obj):
+        return "no page documents it, and it has no docstring"
+    if isinstance(obj, type) and name.endswith("Options"):
+        return "options struct of the C++ process-group API; no page documents it"
+    return "public in the installed torch, but no autodoc directive on the pinned pages covers it"
+
+
+def build_drift(documented: set[str], *, torch_version: str, ref: str | None = None,
+                missing: Iterable[tuple[str, str]] = ()) -> str:
+    with warnings.catch_warnings():  # deprecated objects warn when merely inspected
+        warnings.simplefilter("ignore")
+        return _build_drift(documented, torch_version=torch_version, ref=ref, missing=missing)
+
+
+def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
+                 missing: Iterable[tuple[str, str]]) -> str:
+    """The api-drift.md text. documented: qualified names and aliases the references document;
+    missing: (name, where) of directives whose name did not import (from docstrings.document's
+    warnings), added to the names in `documented` that do not resolve."""
+    documented_objects: dict[int, str] = {}
+    unresolved: dict[str, str] = dict(missing)
+    deprecated: dict[str, Deprecation] = {}
+    # Public, shortest spellings first, so each object is reported under its best name.
+    for name in sorted(documented, key=lambda n: ("._" in n, n.count("."), n)):
+        obj = _resolve(name)
+        if obj is None:
+            if "." in name and name.startswith("torch."):
+                unresolved.setdefault(name, "the references")
+            continue
+        documented_objects.setdefault(id(obj), name)
+        if not name.startswith("torch."):
+            continue  # an alias (dist.X, FSDP): reported under its qualified name
+        if documented_objects[id(obj)] != name:
+            continue  # already considered under a better spelling
+        dep = deprecation_of(obj)
+        if dep is not None:
+            deprecated[name] = dep
+    undocumented: list[tuple[str, str, str]] = []
+    for name in covered_public_names():
+        obj = _resolve(name)
+        if obj is None or id(obj) in documented_objects or name in documented:
+            continue
+        dep = deprecation_of(obj)
+        if dep is not None:
+            deprecated.setdefault(name, dep)
+        undocumented.append((name, _reason(name, obj, dep), _summary(obj)))
+
+    lines = [
+        f"# API drift: torch {torch_version} vs the documentation pages",
+        "",
+        f"Generated by `fsdp-skill regenerate` from the installed torch {torch_version}"
+        + (f" and the upstream pages at `{ref}`" if ref else "") + ". Covered modules: "
+        + ", ".join(f"`{m}`" for m in COVERED_MODULES + COVERED_EXTRA) + ".",
+        "",
+        PUBLIC_RULE,
+        "",
+        f"## Public names no page documents ({len(undocumented)})",
+        "",
+        "Their docstrings are still the authority: `help(name)` in Python.",
+        "",
+        "| name | reason | summary (from the docstring) |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{name}` | {_cell(reason)} | {_cell(summary)} |" for name, reason, summary in undocumented]
+    lines += [
+        "",
+        f"## Deprecated in torch {torch_version} ({len(deprecated)})",
+        "",
+        "Detected from `@deprecated` markers, `warnings.warn(..., FutureWarning | DeprecationWarning)` "
+        "at the top of the function, or `.. deprecated::` in the docstring.",
+        "",
+        "| name | replacement | message |",
+        "|---|---|---|",
+    ]
+    for name in sorted(deprecated):
+        dep = deprecated[name]
+        replacement = f"`{dep.replacement}`" if dep.replacement else ""
+        lines.append(f"| `{name}` | {replacement} | {_cell(dep.message)} |")
+    lines += [
+        "",
+        f"## Documented but missing from torch {torch_version} ({len(unresolved)})",
+        "",
+        "The pages name these, but they do not import from the installed torch.",
+        "",
+        "| name | documented in |",
+        "|---|---|",
+    ]
+    lines += [f"| `{name}` | {_cell(where)} |" for name, where in sorted(unresolved.items())]
+    return "\n".join(lines) + "\n"

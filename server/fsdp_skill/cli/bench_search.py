@@ -1,0 +1,375 @@
+"""`fsdp-skill bench search`: retrieval quality, latency, cold start, tokens and HTTP load, each against a
+baseline measured in the same run.
+
+- Quality: Recall@1, Recall@5 and MRR@10 over tests/eval/queries.jsonl, for our index and for plain BM25
+  (rank-bm25 over the same documents, lowercase word tokens, no stemming, no field weights).
+- Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p99, beside
+  rank-bm25's scoring of the same queries.
+- Cold start over stdio: spawn `fsdp-skill serve`, initialize, list tools, first search; versus a bare
+  MCPServer with one tool doing the same; medians of interleaved runs, printed as a ratio.
+- Tokens: median characters / 4 of the text a client receives for a limit=5 search.
+- Load: 8 concurrent streamable-HTTP clients × 200 searches on loopback; errors and p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from fsdp_skill.core.errors import UserError
+from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
+from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.search.ranking import search
+from fsdp_skill.serve.tools import Toolbox
+
+TARGETS = {"recall5": 0.95, "mrr": 0.85, "p50_ms": 2.0, "p99_ms": 10.0, "cold_ratio": 1.3, "tokens": 1500}
+COLD_RUNS = 5
+LOAD_CLIENTS, LOAD_CALLS = 8, 200
+
+BARE_SERVER = """\
+from mcp.server.mcpserver import MCPServer
+server = MCPServer("bare")
+
+@server.tool()
+def echo(text: str) -> str:
+    \"\"\"Echo the text.\"\"\"
+    return text
+
+server.run()
+"""
+
+
+@dataclass(frozen=True)
+class EvalQuery:
+    question: str
+    symbols: frozenset[str]
+    sections: frozenset[str]
+    patterns: frozenset[str]
+
+
+def load_queries(path: Path) -> list[EvalQuery]:
+    if not path.is_file():
+        raise UserError(f"{path} does not exist: the eval set is tests/eval/queries.jsonl in the repository")
+    queries = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            queries.append(EvalQuery(row["question"], frozenset(row.get("symbols", [])),
+                                     frozenset(row.get("sections", [])), frozenset(row.get("patterns", []))))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"{path}:{n}: not an eval row ({exc}); expected "
+                            '{"question": ..., "symbols": [...], "sections": [...]}') from None
+    return queries
+
+
+def is_relevant(query: EvalQuery, kind: str, id: str, symbol: str | None, reference: str | None,
+                anchor: str | None) -> bool:
+    """An expected API entry (or one of its members: Stateful.load_state_dict answers a question about
+    Stateful), an expected section, or an expected pattern."""
+    if symbol and (symbol in query.symbols or symbol.rsplit(".", 1)[0] in query.symbols):
+        return True
+    if kind == "pattern":
+        return id in query.patterns
+    return id in query.sections or f"{reference}#{anchor}" in query.sections
+
+
+@dataclass
+class Quality:
+    recall1: float
+    recall5: float
+    mrr: float
+    misses: list[tuple[str, list[str]]]
+
+
+def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str, str | None, str | None, str | None]]]) -> Quality:
+    r1 = r5 = rr = 0.0
+    misses = []
+    for query, ranking in zip(queries, rankings):
+        ranks = [i for i, doc in enumerate(ranking[:10], start=1) if is_relevant(query, *doc)]
+        first = ranks[0] if ranks else None
+        r1 += first == 1
+        r5 += first is not None and first <= 5
+        rr += 1.0 / first if first else 0.0
+        if first is None or first > 5:
+            misses.append((query.question, [doc[1] for doc in ranking[:5]]))
+    n = len(queries)
+    return Quality(r1 / n, r5 / n, rr / n, misses)
+
+
+def pattern_recall(queries: list[EvalQuery], rankings: list[list[tuple]]) -> tuple[int, float, float]:
+    """(questions with an expected pattern, share with that pattern in the top 3, in the top 5): whether
+    task questions surface the verified recipe, not only some relevant section."""
+    firsts = [next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
+              for q, ranking in zip(queries, rankings) if q.patterns]
+    if not firsts:
+        return 0, 0.0, 0.0
+    return (len(firsts), sum(f is not None and f <= 3 for f in firsts) / len(firsts),
+            sum(f is not None for f in firsts) / len(firsts))
+
+
+def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
+    """Expected symbols under the catalog's current names: an old qualified name that is now an
+    alias (state_dict_saver.save → checkpoint.save) still counts; an unknown one is an error."""
+    out = []
+    for q in queries:
+        names = set()
+        for symbol in q.symbols:
+            matches = [qualified for rank, qualified in index.resolve_name(symbol) if rank <= 1]
+            if not matches:
+                raise UserError(f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl")
+            names.add(matches[0])
+        out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns))
+    return out
+
+
+def our_rankings(index: DocsIndex, queries: list[EvalQuery]) -> list[list[tuple]]:
+    return [[(h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor) for h in search(index, q.question, limit=10)]
+            for q in queries]
+
+
+_TOKEN = re.compile(r"\w+")
+
+
+class PlainBM25:
+    """The baseline: rank-bm25's BM25Okapi over each document's title and text, nothing else."""
+
+    def __init__(self, index: DocsIndex) -> None:
+        from rank_bm25 import BM25Okapi
+
+        documents = index.document_texts()
+        self.docs = [key for key, _ in documents]
+        self.bm25 = BM25Okapi([self.tokens(text) for _, text in documents])
+
+    @staticmethod
+    def tokens(text: str) -> list[str]:
+        return _TOKEN.findall(text.lower())
+
+    def rank(self, question: str, limit: int = 10) -> list[tuple]:
+        scores = self.bm25.get_scores(self.tokens(question))
+        best = sorted(range(len(scores)), key=lambda i: -scores[i])[:limit]
+        return [self.docs[i] for i in best]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def timed(fn, *args) -> tuple[float, float]:
+    """(wall ms, this process's CPU ms): on a busy machine the two differ, and the gap says so."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    fn(*args)
+    return (time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000
+
+
+# ---------------------------------------------------------------- MCP sessions
+
+
+def _cold_start_once(command: list[str], tool: str, arguments: dict, env: dict[str, str]) -> float:
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    async def session() -> float:
+        start = time.perf_counter()
+        with anyio.fail_after(120):
+            async with Client(StdioServerParameters(command=command[0], args=command[1:], env=env)) as client:
+                await client.list_tools()
+                result = await client.call_tool(tool, arguments)
+                if result.is_error:
+                    raise UserError(f"cold start: {tool} failed: {result.content[0].text}")
+                return time.perf_counter() - start
+
+    return anyio.run(session)
+
+
+def cold_start(root: Path) -> tuple[float, float]:
+    """Median seconds for (ours, bare) over interleaved runs."""
+    env = {**os.environ, "FSDP_SKILL_ROOT": str(root)}
+    ours_cmd = [str(Path(sys.executable).with_name("fsdp-skill")), "serve"]
+    with tempfile.TemporaryDirectory(prefix="fsdp-bench-") as tmp:
+        bare_file = Path(tmp) / "bare_server.py"
+        bare_file.write_text(BARE_SERVER, encoding="utf-8")
+        bare_cmd = [sys.executable, str(bare_file)]
+        ours, bare = [], []
+        # One warm-up of each (file cache), then interleave so machine noise hits both alike.
+        _cold_start_once(ours_cmd, "search_docs", {"query": "fully_shard"}, env)
+        _cold_start_once(bare_cmd, "echo", {"text": "fully_shard"}, env)
+        for _ in range(COLD_RUNS):
+            ours.append(_cold_start_once(ours_cmd, "search_docs", {"query": "fully_shard"}, env))
+            bare.append(_cold_start_once(bare_cmd, "echo", {"text": "fully_shard"}, env))
+    return statistics.median(ours), statistics.median(bare)
+
+
+def response_tokens(root: Path, queries: list[EvalQuery]) -> tuple[list[int], list[float]]:
+    """Tokens (chars / 4) of each limit=5 response as a client receives it, and in-process MCP round trips."""
+    import anyio
+    from mcp import Client
+
+    from fsdp_skill.serve.server import build_server
+
+    server = build_server(root)
+    tokens: list[int] = []
+    latencies: list[float] = []
+
+    async def run() -> None:
+        async with Client(server) as client:
+            for q in queries:
+                start = time.perf_counter()
+                result = await client.call_tool("search_docs", {"query": q.question, "limit": 5})
+                latencies.append((time.perf_counter() - start) * 1000)
+                tokens.append(sum(len(block.text) for block in result.content if hasattr(block, "text")) // 4)
+
+    anyio.run(run)
+    return tokens, latencies
+
+
+def http_load(root: Path, queries: list[EvalQuery]) -> tuple[int, int, list[float], float]:
+    """(calls, errors, latencies ms, wall seconds) for LOAD_CLIENTS concurrent clients × LOAD_CALLS searches."""
+    import anyio
+    from mcp import Client
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("fsdp-skill")), "serve", "--http", "--port", str(port)],
+                            env={**os.environ, "FSDP_SKILL_ROOT": str(root)}, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise UserError(f"the HTTP server exited with code {proc.returncode}")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise UserError(f"the HTTP server did not listen on port {port} within 60 s") from None
+                time.sleep(0.05)
+        latencies: list[float] = []
+        errors = 0
+
+        async def client_loop(n: int) -> None:
+            nonlocal errors
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                for i in range(LOAD_CALLS):
+                    question = queries[(n * 31 + i) % len(queries)].question
+                    start = time.perf_counter()
+                    try:
+                        result = await client.call_tool("search_docs", {"query": question, "limit": 5})
+                        errors += bool(result.is_error) or not result.structured_content["results"]
+                    except Exception:  # noqa: BLE001 - a load test counts every failure
+                        errors += 1
+                    latencies.append((time.perf_counter() - start) * 1000)
+
+        async def run() -> float:
+            start = time.perf_counter()
+            with anyio.fail_after(600):
+                async with anyio.create_task_group() as group:
+                    for n in range(LOAD_CLIENTS):
+                        group.start_soon(client_loop, n)
+            return time.perf_counter() - start
+
+        wall = anyio.run(run)
+        return LOAD_CLIENTS * LOAD_CALLS, errors, latencies, wall
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- report
+
+
+def _mark(ok: bool) -> str:
+    return "ok" if ok else "MISSED"
+
+
+def cli_bench_search(args: argparse.Namespace) -> int:
+    root = repo_root()
+    queries = load_queries(Path(args.queries) if getattr(args, "queries", None) else root / "tests" / "eval" / "queries.jsonl")
+    reason = stale_reason(index_path(root), catalog_path(root), root)
+    if reason:
+        print(f"note: {reason}: every server start below rebuilds a temporary index, which the cold-start "
+              "ratio includes; run `fsdp-skill regenerate` first for a representative number", flush=True)
+    index = open_index(root)
+    queries = canonical(index, queries)
+    toolbox = Toolbox(index, root)
+    print(f"fsdp-skill bench search: {len(queries)} queries, torch {index.torch_version}, "
+          f"{index.document_count()} documents", flush=True)
+
+    our_ranked = our_rankings(index, queries)
+    ours = score_rankings(queries, our_ranked)
+    baseline = PlainBM25(index)
+    plain_ranked = [baseline.rank(q.question) for q in queries]
+    plain = score_rankings(queries, plain_ranked)
+    print(f"\nquality on {len(queries)} dev queries   Recall@1  Recall@5  MRR@10")
+    print(f"  fsdp-skill index              {ours.recall1:6.3f}    {ours.recall5:6.3f}  {ours.mrr:6.3f}")
+    print(f"  plain BM25                    {plain.recall1:6.3f}    {plain.recall5:6.3f}  {plain.mrr:6.3f}")
+    heldout_path = root / "tests" / "eval" / "heldout.jsonl"
+    if heldout_path.is_file() and not getattr(args, "queries", None):
+        # Questions written after the ranking was tuned on the dev set: how well the tuning generalises.
+        heldout = canonical(index, load_queries(heldout_path))
+        h_ours = score_rankings(heldout, our_rankings(index, heldout))
+        h_plain = score_rankings(heldout, [baseline.rank(q.question) for q in heldout])
+        print(f"  held-out ({len(heldout)}) fsdp-skill      {h_ours.recall1:6.3f}    {h_ours.recall5:6.3f}  {h_ours.mrr:6.3f}")
+        print(f"  held-out ({len(heldout)}) plain BM25      {h_plain.recall1:6.3f}    {h_plain.recall5:6.3f}  {h_plain.mrr:6.3f}")
+    print(f"  targets: Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
+          f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
+          f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
+    n_tasks, ours_p3, ours_p5 = pattern_recall(queries, our_ranked)
+    if n_tasks:
+        _, plain_p3, plain_p5 = pattern_recall(queries, plain_ranked)
+        print(f"  task questions ({n_tasks}) whose expected pattern ranks in the top 3 / top 5: "
+              f"fsdp-skill {ours_p3:.3f} / {ours_p5:.3f}, plain BM25 {plain_p3:.3f} / {plain_p5:.3f}")
+    for question, top in ours.misses:
+        print(f"  not in top 5: {question!r} -> {top}")
+
+    rounds = 5
+    ours_t = [timed(toolbox.search_docs, q.question, 5, None) for _ in range(rounds) for q in queries]
+    bm25_t = [timed(baseline.rank, q.question) for _ in range(rounds) for q in queries]
+    ours_ms, ours_cpu = [w for w, _ in ours_t], [c for _, c in ours_t]
+    bm25_ms = [w for w, _ in bm25_t]
+    p50, p99 = percentile(ours_ms, 50), percentile(ours_ms, 99)
+    print(f"\nlatency (in-process search_docs, {len(ours_ms)} calls; wall clock, CPU time in brackets)")
+    print(f"  search_docs   p50 {p50:6.2f} ms ({percentile(ours_cpu, 50):.2f})  p99 {p99:6.2f} ms "
+          f"({percentile(ours_cpu, 99):.2f})   targets p50 <= {TARGETS['p50_ms']} {_mark(p50 <= TARGETS['p50_ms'])}, "
+          f"p99 <= {TARGETS['p99_ms']} {_mark(p99 <= TARGETS['p99_ms'])}")
+    print(f"  rank-bm25     p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
+          f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)")
+
+    tokens, mcp_ms = response_tokens(root, queries)
+    median_tokens = statistics.median(tokens)
+    print(f"\nresponse size (limit=5, chars/4): median {median_tokens:.0f} tokens, max {max(tokens)}   "
+          f"target <= {TARGETS['tokens']} {_mark(median_tokens <= TARGETS['tokens'])}")
+    print(f"  in-process MCP round trip (mcp.Client): p50 {percentile(mcp_ms, 50):.2f} ms  p99 {percentile(mcp_ms, 99):.2f} ms")
+
+    ours_s, bare_s = cold_start(root)
+    ratio = ours_s / bare_s
+    print(f"\ncold start over stdio (spawn, initialize, list tools, first call; median of {COLD_RUNS})")
+    print(f"  fsdp-skill serve {ours_s * 1000:7.0f} ms   bare MCPServer {bare_s * 1000:7.0f} ms   "
+          f"ratio {ratio:.2f}x   target <= {TARGETS['cold_ratio']}x {_mark(ratio <= TARGETS['cold_ratio'])}")
+
+    if args.skip_load:
+        print("\nload: skipped (--skip-load)")
+    else:
+        calls, errors, load_ms, wall = http_load(root, queries)
+        print(f"\nload: {LOAD_CLIENTS} streamable-HTTP clients x {LOAD_CALLS} searches = {calls} calls in {wall:.1f} s "
+              f"({calls / wall:.0f}/s), errors {errors} {_mark(errors == 0)}")
+        print(f"  per call p50 {percentile(load_ms, 50):.1f} ms  p99 {percentile(load_ms, 99):.1f} ms")
+    return 0

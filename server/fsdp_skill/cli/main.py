@@ -1,0 +1,121 @@
+"""`fsdp-skill`: a thin command line over the library.
+
+Each subcommand parses its arguments here and hands them to one `cli_*` function in the module that
+owns the work; those are imported lazily so that `fsdp-skill serve` never pays for torch, rich tables
+or the build pipeline. A handler returns the process exit code. Errors the user can fix are raised as
+`UserError` (or a subclass) and printed as one line, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from fsdp_skill.core.errors import UserError
+
+
+def _add_fetch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fetch", help="download the declared upstream sources into the cache upstream/")
+    p.add_argument(
+        "--ref",
+        action="append",
+        metavar="[OWNER/NAME=]REF",
+        help="git tag/branch/commit to fetch: REF for pytorch/pytorch (default: v<installed torch version>), "
+        "OWNER/NAME=REF for another repository (pytorch/tutorials defaults to main); repeatable",
+    )
+    p.add_argument("--from-dir", metavar="DIR", help="seed the cache from a local snapshot instead of the network")
+    p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (default 30)")
+    p.add_argument("--retries", type=int, default=3, help="retries per file on network errors (default 3)")
+    p.set_defaults(handler="fsdp_skill.upstream.fetch:cli_fetch")
+
+
+def _add_regenerate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache")
+    p.add_argument("--strict", action="store_true", help="fail on any warning (unknown directive, bad docstring)")
+    p.add_argument("--check", action="store_true", help="build in a temp dir and report differences; change nothing")
+    p.add_argument("--ref", help="upstream ref recorded in the output (default: the cache manifest's)")
+    p.set_defaults(handler="fsdp_skill.build.pipeline:cli_regenerate")
+
+
+def _add_search(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="search the docs index")
+    p.add_argument("query")
+    p.add_argument("--limit", type=int, default=5)
+    p.add_argument("--kind", choices=["section", "api", "example", "pattern"])
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(handler="fsdp_skill.cli.search:cli_search")
+
+
+def _add_show(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("show", help="show one API entry (short names and aliases work: all_reduce, FSDP)")
+    p.add_argument("symbol")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="fsdp_skill.cli.search:cli_show")
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
+    p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
+    p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--allow-run", action="store_true", help="register verify_example (runs catalog examples only)")
+    p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
+
+
+def _add_verify(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="run the catalog's documented examples across ranks")
+    # The flags live with the runner, which `python -m fsdp_skill.verify` and scripts/ share (stdlib only).
+    from fsdp_skill.verify.args import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(handler="fsdp_skill.verify.cli:cli_verify")
+
+
+def _add_validate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="check SKILL.md, links, code blocks and patterns")
+    p.add_argument("root", nargs="?", help="skill folder to check (default: this repository)")
+    p.set_defaults(handler="fsdp_skill.cli.validate:cli_validate")
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bench", help="benchmarks that print ratios against an in-run baseline")
+    bsub = p.add_subparsers(dest="bench", required=True)
+    s = bsub.add_parser("search", help="retrieval quality vs BM25, latency, cold start, tokens, HTTP load")
+    s.add_argument("--skip-load", action="store_true", help="skip the streamable-HTTP load test")
+    s.add_argument("--queries", metavar="PATH", help="eval set (default: tests/eval/queries.jsonl)")
+    s.set_defaults(handler="fsdp_skill.cli.bench_search:cli_bench_search")
+    v = bsub.add_parser("verify", help="pooled runner vs a spawn per example vs the bare floor")
+    v.add_argument("--timeout", type=float, default=60.0)
+    v.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")
+    v.set_defaults(handler="fsdp_skill.cli.bench_verify:cli_bench_verify")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fsdp-skill",
+        description="PyTorch FSDP / torch.distributed docs: regenerate, search, serve over MCP, verify examples.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (_add_fetch, _add_regenerate, _add_search, _add_show, _add_serve, _add_verify, _add_validate, _add_bench):
+        add(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    module_name, func_name = args.handler.split(":")
+    try:
+        handler = getattr(importlib.import_module(module_name), func_name)
+        return int(handler(args) or 0)
+    except UserError as exc:
+        print(f"fsdp-skill {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"fsdp-skill {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

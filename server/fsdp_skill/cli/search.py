@@ -1,0 +1,102 @@
+"""`fsdp-skill search` and `fsdp-skill show`: the search tools for people, as rich output or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rich.console import Console, Group
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from fsdp_skill.search.index import open_index
+from fsdp_skill.serve.results import ApiEntryResult, SearchResponse
+from fsdp_skill.serve.tools import Toolbox
+
+
+def _toolbox() -> Toolbox:
+    return Toolbox(open_index())
+
+
+def _console() -> Console:
+    # soft_wrap off and a sane width when piped, so tables stay readable in logs.
+    return Console(width=None if sys.stdout.isatty() else 120)
+
+
+def render_search(response: SearchResponse) -> Table:
+    table = Table(title=f"{response.query!r} (torch {response.torch_version})", show_lines=True, expand=True)
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("result", ratio=2)
+    table.add_column("snippet", ratio=3)
+    table.add_column("score", justify="right", no_wrap=True)
+    for n, r in enumerate(response.results, start=1):
+        where = f"{r.reference}#{r.anchor}" if r.anchor else (r.reference or "")
+        head = Text(r.title, style="bold")
+        head.append(f"\n{r.id}" if r.id not in (r.title, where) else "", style="cyan")
+        head.append(f"\n{where}", style="dim")
+        table.add_row(str(n), r.kind, head, Text(r.snippet), f"{r.score:.2f}")
+    return table
+
+
+def cli_search(args: argparse.Namespace) -> int:
+    response = _toolbox().search_docs(args.query, limit=args.limit, kind=args.kind)
+    if args.json:
+        print(response.model_dump_json(indent=2))
+        return 0
+    console = _console()
+    if not response.results:
+        console.print(f"No results for {args.query!r}. Try fewer words or an API name (e.g. fully_shard).")
+        return 1
+    console.print(render_search(response))
+    return 0
+
+
+def render_api(entry: ApiEntryResult) -> Group:
+    parts: list = [Text(f"{entry.qualified_name}  ({entry.kind}, torch {entry.torch_version})", style="bold")]
+    if entry.deprecation:
+        replacement = f" Use {entry.deprecation.replacement} instead." if entry.deprecation.replacement else ""
+        parts.append(Panel(Text(entry.deprecation.message + replacement), title="deprecated", style="yellow"))
+    if entry.signature:
+        parts.append(Syntax(entry.signature, "python", word_wrap=True))
+    description = entry.description
+    if entry.summary and " ".join(description.split()).startswith(" ".join(entry.summary.split())):
+        description = ""  # the body repeats the summary; print it once, in full
+    if entry.summary and not description:
+        parts.append(Markdown(entry.description or entry.summary))
+    else:
+        if entry.summary:
+            parts.append(Markdown(entry.summary))
+        if description:
+            parts.append(Markdown(description))
+    if entry.parameters:
+        params = Table("parameter", "type", "default", "description", title="Parameters", expand=True)
+        for p in entry.parameters:
+            params.add_row(p.name, p.type or "", p.default or "", p.description)
+        parts.append(params)
+    if entry.returns:
+        parts.append(Text.assemble(("Returns: ", "bold"), entry.returns))
+    if entry.raises:
+        parts.append(Text.assemble(("Raises: ", "bold"), "; ".join(entry.raises)))
+    for note in entry.notes:
+        parts.append(Panel(Markdown(note), title="note"))
+    for example in entry.examples:
+        title = f"{example.id}: {example.world_size} rank{'s' if example.world_size != 1 else ''}, {example.status}"
+        parts.append(Panel(Syntax(example.code, "python"), title=title))
+    where = f"references/{entry.reference}#{entry.anchor}"
+    parts.append(Text(where + (f"\n{entry.url}" if entry.url else ""), style="dim"))
+    if entry.other_matches:
+        parts.append(Text("Also named so: " + ", ".join(entry.other_matches), style="dim"))
+    return Group(*parts)
+
+
+def cli_show(args: argparse.Namespace) -> int:
+    entry = _toolbox().get_api(args.symbol)
+    if args.json:
+        print(entry.model_dump_json(indent=2))
+        return 0
+    _console().print(render_api(entry))
+    return 0

@@ -1,0 +1,182 @@
+"""The catalog: pydantic models of everything the build produces, and their load/save.
+
+`references/catalog.json` is the one contract between the build (upstream → references) and every
+consumer (index, server, verify runner, SKILL.md checks). Consumers downstream of the catalog never
+read upstream pages or torch again. The verify runner reads the JSON with the stdlib alone (it must
+run from a plain clone with only torch), so keep field names stable and bump SCHEMA_VERSION when a
+field changes meaning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fsdp_skill.core.atomic import write_atomic
+from fsdp_skill.core.errors import UserError
+
+SCHEMA_VERSION = 1
+
+ApiKind = Literal["function", "class", "method", "attribute", "property", "module", "data"]
+
+
+class _Model(BaseModel):
+    # Unknown keys are an error: a catalog written by another schema should fail loudly, not half-load.
+    model_config = ConfigDict(extra="forbid")
+
+
+class Source(_Model):
+    """One upstream file the references were built from."""
+
+    id: str = Field(description="Stable id, '<repo>:<path>', e.g. 'pytorch/pytorch:docs/source/fsdp.md'.")
+    repo: str
+    path: str
+    ref: str = Field(description="Git ref requested (tag such as v2.13.0, or a branch).")
+    commit: str | None = Field(default=None, description="Resolved commit, when known.")
+    url: str = Field(description="Raw download URL.")
+    sha256: str
+    licence: str = "BSD-3-Clause"
+
+
+class Reference(_Model):
+    """One generated topic file under references/."""
+
+    name: str = Field(description="File name, e.g. 'fsdp2.md'.")
+    title: str
+    description: str = Field(description="One line: what the file covers and when to read it.")
+    sources: list[str] = Field(default_factory=list, description="Source ids it was built from.")
+    lines: int = 0
+    tokens: int = Field(default=0, description="Approximate size in tokens (characters / 4).")
+
+
+class Section(_Model):
+    """A heading and the markdown under it (up to the next heading of any level)."""
+
+    id: str = Field(description="'<reference>#<anchor>'.")
+    reference: str
+    anchor: str
+    title: str
+    level: int
+    breadcrumb: list[str] = Field(default_factory=list, description="Titles of the enclosing headings.")
+    markdown: str
+    source: str | None = Field(default=None, description="Source id the text came from.")
+    line: int | None = Field(default=None, description="1-based line in the reference file.")
+    url: str | None = Field(default=None, description="Upstream rendered-docs URL.")
+
+
+class Parameter(_Model):
+    name: str
+    type: str | None = None
+    default: str | None = None
+    description: str = ""
+
+
+class Deprecation(_Model):
+    message: str
+    replacement: str | None = None
+
+
+class ApiEntry(_Model):
+    """One documented public name, resolved from the installed torch's docstring."""
+
+    qualified_name: str
+    kind: ApiKind
+    module: str = Field(description="Module it is documented under (its public import path).")
+    signature: str | None = None
+    summary: str = ""
+    description: str = Field(default="", description="Docstring body as CommonMark (without params/returns/examples).")
+    parameters: list[Parameter] = Field(default_factory=list)
+    returns: str | None = None
+    raises: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="Notes and warnings, markdown.")
+    deprecation: Deprecation | None = None
+    examples: list[str] = Field(default_factory=list, description="Example ids.")
+    reference: str
+    anchor: str
+    url: str | None = None
+    aliases: list[str] = Field(default_factory=list, description="Other spellings: short name, dist.X, re-export paths.")
+
+
+class DoctestStep(_Model):
+    """One `>>>` statement (with its `...` continuation lines) and the output documented under it."""
+
+    source: str
+    expected: str | None = Field(default=None, description="Output shared by all ranks, if not per rank.")
+    expected_by_rank: dict[int, str] = Field(default_factory=dict, description="Output lines tagged '# Rank N'.")
+    line: int | None = None
+
+
+class Example(_Model):
+    """A runnable `>>>` example from a docstring, or a fenced example from a page."""
+
+    id: str = Field(description="'<qualified_name>#<N>' (N from 1), unique.")
+    symbol: str
+    reference: str
+    anchor: str
+    code: str = Field(description="The statements as plain Python (prompts stripped).")
+    steps: list[DoctestStep] = Field(default_factory=list)
+    world_size: int = Field(default=1, description="World size the example assumes (from its text, else 1).")
+    device: Literal["cpu", "cuda"] = "cpu"
+    requires: list[str] = Field(default_factory=list, description="e.g. cuda, numpy, rpc, multi-gpu.")
+    skip: str | None = Field(default=None, description="Upstream xdoctest SKIP reason, if any.")
+    source: str | None = None
+    line: int | None = None
+
+
+class Pattern(_Model):
+    """A commented, runnable script under assets/patterns/."""
+
+    name: str
+    title: str
+    summary: str
+    file: str = Field(description="Path relative to the repository root.")
+    world_size: int = 2
+    requires: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    launch: str = Field(default="", description="The torchrun command line that runs it.")
+
+
+class Catalog(_Model):
+    schema_version: int = SCHEMA_VERSION
+    torch_version: str = Field(description="Version of the torch whose docstrings were read, e.g. '2.13.0'.")
+    ref: str = Field(description="Upstream git ref of the doc pages, e.g. 'v2.13.0'.")
+    sources: list[Source] = Field(default_factory=list)
+    references: list[Reference] = Field(default_factory=list)
+    sections: list[Section] = Field(default_factory=list)
+    api: list[ApiEntry] = Field(default_factory=list)
+    examples: list[Example] = Field(default_factory=list)
+    patterns: list[Pattern] = Field(default_factory=list)
+
+
+class CatalogError(UserError):
+    """The catalog file is missing, unreadable or of another schema; the message says what to do."""
+
+
+def load_catalog(path: Path) -> Catalog:
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise CatalogError(f"{path} does not exist: run `fsdp-skill regenerate` to build it") from None
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"{path} is not valid JSON ({exc}): regenerate it with `fsdp-skill regenerate`") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise CatalogError(
+            f"{path} has schema_version {version!r}, this code reads {SCHEMA_VERSION}: "
+            "run `fsdp-skill regenerate`, or update the package"
+        )
+    return Catalog.model_validate(data)
+
+
+def dump_catalog(catalog: Catalog) -> str:
+    """Deterministic JSON text (sorted keys, fixed indent, trailing newline)."""
+    return json.dumps(catalog.model_dump(mode="json"), indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def save_catalog(catalog: Catalog, path: Path) -> None:
+    write_atomic(path, dump_catalog(catalog))

@@ -1,0 +1,272 @@
+"""Catalog → search documents: one per section, API entry, example and pattern.
+
+Each document carries the columns the FTS index weighs differently (title, symbol, keys, body and
+the identifier parts of each) and its body cut into whole markdown blocks for snippets. A section
+that merely renders an API entry (same reference and anchor) is left out: the API document is the
+richer copy of the same text, and two results for one thing waste the model's tokens.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fsdp_skill.core.catalog import ApiEntry, Catalog, Example, Pattern, Section
+from fsdp_skill.search.query import SYMBOL_ALIASES, body_identifier_parts, identifier_parts, is_identifier
+from fsdp_skill.search.snippets import Block, code_block, markdown_blocks
+
+
+@dataclass
+class Document:
+    kind: str  # section | api | example | pattern
+    id: str
+    title: str
+    symbol: str | None
+    reference: str | None
+    anchor: str | None
+    url: str | None
+    blocks: list[Block]
+    symbol_text: str = ""  # names: qualified, short, aliases (heavily weighted)
+    keys: str = ""  # breadcrumb, summary, tags (medium weight)
+    body: str = ""  # the full text, code included
+    payload: dict = field(default_factory=dict)  # the catalog record, for get_api / get_example / …
+
+    def fts_row(self) -> tuple[str, str, str, str, str]:
+        """Column values for docs_fts: title, symbol, keys (+ parts of title and names), body, body parts."""
+        head = " ".join([self.title, self.symbol_text])
+        return (
+            self.title,
+            self.symbol_text,
+            self.keys + " " + body_identifier_parts(head),
+            self.body,
+            body_identifier_parts(self.body),
+        )
+
+    def blocks_json(self) -> str:
+        return json.dumps([[kind, text] for kind, text in self.blocks], ensure_ascii=False, separators=(",", ":"))
+
+    def payload_json(self) -> str:
+        return json.dumps(self.payload, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def short_name(qualified_name: str) -> str:
+    return qualified_name.rsplit(".", 1)[-1]
+
+
+def api_names(entry: ApiEntry) -> list[str]:
+    """Every spelling that should find this entry: qualified, short, aliases, dist.X."""
+    names = [entry.qualified_name, short_name(entry.qualified_name), *entry.aliases]
+    if entry.qualified_name.startswith("torch.distributed."):
+        names.append("dist." + entry.qualified_name[len("torch.distributed.") :])
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def abbreviations_of(qualified_name: str) -> list[str]:
+    """The abbreviations users call an entry by (FSDP2 → fully_shard), indexed as its names: the entry's
+    own text rarely spells them, so without this "… with FSDP2" cannot find the API it abbreviates.
+    Lowercase `zero` is left out: it is the English word far more often than ZeRO."""
+    return sorted(word for word, target in SYMBOL_ALIASES.items() if target == qualified_name and word != "zero")
+
+
+def _section_document(section: Section) -> Document:
+    blocks = markdown_blocks(section.markdown, skip_heading=section.title)
+    symbol = section.anchor if is_identifier(section.anchor) and "." in section.anchor else None
+    return Document(
+        kind="section",
+        id=section.id,
+        title=section.title,
+        symbol=None,
+        reference=section.reference,
+        anchor=section.anchor,
+        url=section.url,
+        blocks=blocks,
+        symbol_text=symbol or "",
+        keys=" ".join(section.breadcrumb),
+        body=section.markdown,
+        payload={"level": section.level, "line": section.line, "breadcrumb": section.breadcrumb},
+    )
+
+
+def _api_text_blocks(entry: ApiEntry) -> list[Block]:
+    blocks: list[Block] = []
+    if entry.deprecation:
+        replacement = f" Use `{entry.deprecation.replacement}` instead." if entry.deprecation.replacement else ""
+        blocks.append(("text", f"Deprecated: {entry.deprecation.message}{replacement}"))
+    if entry.signature:
+        blocks.append(code_block(entry.signature))
+    if entry.summary:
+        blocks.append(("text", entry.summary))
+    if entry.description:
+        described = markdown_blocks(entry.description)
+        # Docstring bodies often open with the summary sentence again; don't spend snippet space twice.
+        if described and entry.summary and _same_text(described[0][1], entry.summary):
+            described = described[1:]
+        elif described and entry.summary and _same_text(described[0][1][: len(entry.summary)], entry.summary):
+            kind, text = described[0]
+            described[0] = (kind, text[len(entry.summary):].lstrip())
+        blocks.extend(block for block in described if block[1].strip())
+    if entry.parameters:
+        params = "; ".join(
+            f"`{p.name}`" + (f" ({p.type})" if p.type else "") + (f": {p.description.rstrip('.')}" if p.description else "")
+            for p in entry.parameters
+        )
+        blocks.append(("text", f"Parameters: {params}"))
+    if entry.returns:
+        blocks.append(("text", f"Returns: {entry.returns}"))
+    for note in entry.notes:
+        blocks.extend(markdown_blocks(note))
+    return blocks
+
+
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.split()).strip("`*_ ") == " ".join(b.split()).strip("`*_ ")
+
+
+def _api_document(entry: ApiEntry) -> Document:
+    blocks = _api_text_blocks(entry)
+    body = "\n\n".join(text for _, text in blocks)
+    return Document(
+        kind="api",
+        id=entry.qualified_name,
+        title=entry.qualified_name,
+        symbol=entry.qualified_name,
+        reference=entry.reference,
+        anchor=entry.anchor,
+        url=entry.url,
+        blocks=blocks,
+        symbol_text=" ".join([*api_names(entry), *abbreviations_of(entry.qualified_name)]),
+        keys=entry.summary,
+        body=body,
+        payload=entry.model_dump(mode="json"),
+    )
+
+
+def _example_document(example: Example, api_by_name: dict[str, ApiEntry]) -> Document:
+    number = example.id.rsplit("#", 1)[-1]
+    entry = api_by_name.get(example.symbol)
+    return Document(
+        kind="example",
+        id=example.id,
+        title=f"Example {number} of {example.symbol}",
+        symbol=example.symbol,
+        reference=example.reference,
+        anchor=example.anchor,
+        url=entry.url if entry else None,
+        blocks=[code_block(example.code)],
+        symbol_text=" ".join([example.symbol, short_name(example.symbol)]),
+        keys=entry.summary if entry else "",
+        body=example.code,
+        payload=example.model_dump(mode="json"),
+    )
+
+
+def _pattern_document(pattern: Pattern, root: Path) -> Document:
+    source = read_pattern_source(pattern, root) or ""
+    prose, code_words = split_pattern_source(source, Path(pattern.file).suffix)
+    blocks: list[Block] = [("text", pattern.summary)]
+    if pattern.launch:
+        blocks.append(code_block(pattern.launch, "bash"))
+    return Document(
+        kind="pattern",
+        id=pattern.name,
+        title=pattern.title,
+        symbol=None,
+        reference=pattern.file,
+        anchor=None,
+        url=None,
+        blocks=blocks,
+        symbol_text=pattern.name.replace("-", "_"),
+        keys=" ".join([pattern.summary, *pattern.tags]),
+        body=prose + "\n\n" + " ".join(code_words),
+        payload=pattern.model_dump(mode="json"),
+    )
+
+
+def split_pattern_source(source: str, suffix: str) -> tuple[str, list[str]]:
+    """(prose, distinct code words) of a pattern file: its docstring and comments in full, and each word
+    of its code once, in order of first use.
+
+    Why not the raw source: a pattern is 3-10× longer than the average document, mostly code that
+    repeats the same names, and bm25's length normalisation then buries the curated, task-level
+    answer under short sections that mention the query words once. The prose is the explanation a
+    task question matches; the code still contributes every API it calls (once is enough to match).
+    """
+    prose: list[str] = []
+    code: list[str] = []
+    if suffix == ".py":
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(source).readline))
+        except (tokenize.TokenError, SyntaxError):
+            tokens = []
+        if tokens:
+            docstring_seen = False
+            for token in tokens:
+                if token.type == tokenize.COMMENT:
+                    prose.append(token.string.lstrip("#").strip())
+                elif token.type == tokenize.STRING and not docstring_seen and not code:
+                    docstring_seen = True  # the module docstring: the first statement
+                    prose.append(_string_text(token.string))
+                elif token.type in _CODE_TOKENS:
+                    code.append(token.string)
+        else:
+            code.append(source)
+    else:
+        for line in source.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("#!"):
+                continue
+            if stripped.startswith("#"):
+                prose.append(stripped.lstrip("#").strip())
+            else:
+                body, _, comment = line.partition(" # ")
+                code.append(body)
+                if comment:
+                    prose.append(comment.strip())
+    words: dict[str, None] = {}
+    for chunk in code:
+        for match in _CODE_WORD.finditer(chunk):
+            words.setdefault(match.group(0), None)
+    return "\n".join(line for line in prose if line), list(words)
+
+
+# Names and the text of string literals (f-string text is its own token type from Python 3.12).
+_CODE_TOKENS = frozenset({tokenize.NAME, tokenize.STRING, getattr(tokenize, "FSTRING_MIDDLE", tokenize.STRING)})
+# Identifiers and dotted paths in code (dist.all_reduce, set_requires_gradient_sync, NCCL_DEBUG).
+_CODE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _string_text(literal: str) -> str:
+    """The text of a Python string literal token, without its prefix and quotes."""
+    body = literal.lstrip("rRbBuUfF")
+    quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
+    return body[len(quote): len(body) - len(quote)] if quote else body
+
+
+def read_pattern_source(pattern: Pattern, root: Path) -> str | None:
+    """The pattern's file text, or None if missing; only files inside the repository are read."""
+    path = (root / pattern.file).resolve()
+    if not path.is_relative_to(root.resolve()) or not path.is_file():
+        return None
+    return path.read_text(encoding="utf-8")
+
+
+def catalog_documents(catalog: Catalog, root: Path) -> list[Document]:
+    """All documents in a fixed order (catalog order within each kind), for a reproducible index."""
+    api_by_name = {entry.qualified_name: entry for entry in catalog.api}
+    api_anchors = {(entry.reference, entry.anchor) for entry in catalog.api}
+    docs: list[Document] = []
+    docs.extend(_section_document(s) for s in catalog.sections if (s.reference, s.anchor) not in api_anchors)
+    docs.extend(_api_document(entry) for entry in catalog.api)
+    docs.extend(_example_document(example, api_by_name) for example in catalog.examples)
+    docs.extend(_pattern_document(pattern, root) for pattern in catalog.patterns)
+    return docs
+
+
+def glued_names(name: str) -> list[str]:
+    """Glued spellings of a name's identifier parts: all_reduce → allreduce."""
+    parts = identifier_parts(short_name(name))
+    return [parts[-1]] if len(parts) > 1 else []

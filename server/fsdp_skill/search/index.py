@@ -1,0 +1,436 @@
+"""The search index: an SQLite FTS5 file built from the catalog, and read-only access to it.
+
+`build_index` is called by `fsdp-skill regenerate`; its output `references/index.sqlite` is committed,
+so the build is reproducible byte for byte: documents go in a fixed order, nothing records a time,
+the FTS segments are merged into one ('optimize') and the file is VACUUMed. SQLite writes its own
+version number into the file header, so two builds are byte-identical only under the same SQLite
+library; the golden test therefore compares the index's *content* (`index_content_digest`).
+
+The index is self-contained (documents, blocks for snippets, API/example/pattern records, name
+table), so the server answers every tool from it without parsing catalog.json. `open_index` checks
+that the committed file matches catalog.json (and the pattern files) by sha256; when it is missing
+or stale it warns on stderr and builds a temporary copy instead of failing.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from urllib.parse import quote
+
+from typing import TYPE_CHECKING
+
+from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.search.query import SYMBOL_ALIASES, identifier_parts
+from fsdp_skill.search.snippets import Block
+
+if TYPE_CHECKING:
+    from fsdp_skill.core.catalog import Catalog
+
+INDEX_SCHEMA = 3  # bump whenever build_index writes different content for the same catalog
+# bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts.
+COLUMN_WEIGHTS = (10.0, 10.0, 4.0, 1.0, 0.5)
+
+_SCHEMA = f"""
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE docs(
+    rowid INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL, title TEXT NOT NULL,
+    symbol TEXT, reference TEXT, anchor TEXT, url TEXT, blocks TEXT NOT NULL, payload TEXT NOT NULL,
+    UNIQUE(kind, id));
+CREATE INDEX docs_symbol ON docs(symbol);
+CREATE TABLE names(name TEXT NOT NULL, qualified_name TEXT NOT NULL, rank INTEGER NOT NULL,
+    PRIMARY KEY(name, qualified_name)) WITHOUT ROWID;
+CREATE TABLE refs(position INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, title TEXT NOT NULL,
+    description TEXT NOT NULL, tokens INTEGER NOT NULL, lines INTEGER NOT NULL);
+CREATE TABLE anchors(position INTEGER PRIMARY KEY, reference TEXT NOT NULL, anchor TEXT NOT NULL,
+    title TEXT NOT NULL, level INTEGER NOT NULL, line INTEGER, markdown TEXT NOT NULL);
+CREATE INDEX anchors_reference ON anchors(reference, anchor);
+-- Contentless: snippets come from docs.blocks, so FTS keeps only the inverted index (half the size).
+CREATE VIRTUAL TABLE docs_fts USING fts5(
+    title, symbol, keys, body, body_parts,
+    content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
+INSERT INTO docs_fts(docs_fts, rank) VALUES('rank', 'bm25({", ".join(map(str, COLUMN_WEIGHTS))})');
+"""
+
+
+# Leading verbs of API names that users leave out when they describe what they want.
+NAME_VERBS = frozenset({"get", "is", "has"})
+
+
+class IndexUnavailable(UserError):
+    """Neither a usable index nor a catalog to build one from."""
+
+
+# ---------------------------------------------------------------- digests
+
+
+def catalog_sha256(catalog_text: bytes) -> str:
+    return hashlib.sha256(catalog_text).hexdigest()
+
+
+def patterns_sha256(files: Sequence[str], root: Path) -> str:
+    """One digest over the pattern files' bytes (their source text is indexed too)."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(rel.encode() + b"\0")
+        path = root / rel
+        digest.update(path.read_bytes() if path.is_file() else b"<missing>")
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------- build
+
+
+def build_index(catalog: Catalog, path: Path, root: Path | None = None) -> None:
+    """Write the FTS5 index of `catalog` to `path` atomically (temp file in the same folder, then replace).
+
+    `root` is where pattern files are read from (default: the repository root).
+    """
+    root = root or repo_root()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        tmp.unlink()  # sqlite3 must create the file itself (page size, header)
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("PRAGMA page_size=4096")
+            conn.execute("PRAGMA journal_mode=OFF")
+            conn.execute("BEGIN")
+            for statement in _SCHEMA.split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+            _write_contents(conn, catalog, root)
+            conn.execute("INSERT INTO docs_fts(docs_fts) VALUES('optimize')")
+            conn.execute("COMMIT")
+            conn.execute("VACUUM")
+        finally:
+            conn.close()
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> None:
+    # Imported here: serving never builds (unless the index is stale), so it never pays for these.
+    from fsdp_skill.core.catalog import dump_catalog
+    from fsdp_skill.search.documents import api_names, catalog_documents, glued_names, short_name
+
+    pattern_files = [p.file for p in catalog.patterns]
+    meta = {
+        "index_schema": str(INDEX_SCHEMA),
+        "catalog_sha256": catalog_sha256(dump_catalog(catalog).encode("utf-8")),
+        "pattern_files": json.dumps(sorted(pattern_files)),
+        "patterns_sha256": patterns_sha256(pattern_files, root),
+        "torch_version": catalog.torch_version,
+        "ref": catalog.ref,
+    }
+    conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
+
+    for rowid, doc in enumerate(catalog_documents(catalog, root), start=1):
+        conn.execute(
+            "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rowid, doc.kind, doc.id, doc.title, doc.symbol, doc.reference, doc.anchor, doc.url,
+             doc.blocks_json(), doc.payload_json()),
+        )
+        conn.execute("INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts) VALUES (?, ?, ?, ?, ?, ?)",
+                     (rowid, *doc.fts_row()))
+
+    names: dict[tuple[str, str], int] = {}
+
+    def add_name(name: str, qualified: str, rank: int) -> None:
+        key = (name.lower(), qualified)
+        names[key] = min(rank, names.get(key, rank))
+
+    known = {entry.qualified_name for entry in catalog.api}
+    for entry in catalog.api:
+        short = short_name(entry.qualified_name)
+        for name in api_names(entry):
+            rank = 0 if name == entry.qualified_name else 2 if name == short else 1
+            add_name(name, entry.qualified_name, rank)
+        for glued in glued_names(entry.qualified_name):
+            add_name(glued, entry.qualified_name, 3)
+    for alias, qualified in SYMBOL_ALIASES.items():
+        if qualified in known:
+            add_name(alias, qualified, 1)
+    conn.executemany("INSERT INTO names VALUES (?, ?, ?)", [(n, q, r) for (n, q), r in sorted(names.items())])
+
+    conn.executemany(
+        "INSERT INTO refs VALUES (?, ?, ?, ?, ?, ?)",
+        [(i, r.name, r.title, r.description, r.tokens, r.lines) for i, r in enumerate(catalog.references)],
+    )
+    conn.executemany(
+        "INSERT INTO anchors VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(i, s.reference, s.anchor, s.title, s.level, s.line, s.markdown) for i, s in enumerate(catalog.sections)],
+    )
+
+
+def index_content_digest(path: Path) -> str:
+    """sha256 over every row of every table (FTS answered through its own queries), independent of SQLite's
+    file layout: what the golden test compares when byte equality cannot be promised."""
+    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+    try:
+        digest = hashlib.sha256()
+        for table in ("meta", "docs", "names", "refs", "anchors"):
+            for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2"):
+                digest.update(repr(row).encode())
+        # The inverted index itself, as FTS5 sees it: every (term, column, doc count, hit count).
+        conn.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, docs_fts, 'row')")
+        for row in conn.execute("SELECT term, doc, cnt FROM temp.vocab ORDER BY term"):
+            digest.update(repr(row).encode())
+        return digest.hexdigest()
+    finally:
+        conn.close()
+
+
+# ---------------------------------------------------------------- read
+
+
+@dataclass(frozen=True)
+class DocRow:
+    rowid: int
+    kind: str
+    id: str
+    title: str
+    symbol: str | None
+    reference: str | None
+    anchor: str | None
+    url: str | None
+    blocks_json: str
+
+    @property
+    def blocks(self) -> list[Block]:
+        return [(kind, text) for kind, text in json.loads(self.blocks_json)]
+
+
+_DOC_COLUMNS = "rowid, kind, id, title, symbol, reference, anchor, url, blocks"
+
+
+class DocsIndex:
+    """Read-only queries over an index file. One connection, serialised by a lock: tool calls run
+    in worker threads, and each query takes well under a millisecond."""
+
+    def __init__(self, path: Path, temporary: bool = False) -> None:
+        self.path = path
+        self.temporary = temporary
+        self._conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, check_same_thread=False)
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def _all(self, sql: str, params: Iterable[object] = ()) -> list[tuple]:
+        with self._lock:
+            return self._conn.execute(sql, tuple(params)).fetchall()
+
+    @cached_property
+    def meta(self) -> dict[str, str]:
+        return dict(self._all("SELECT key, value FROM meta"))
+
+    @property
+    def torch_version(self) -> str:
+        return self.meta.get("torch_version", "unknown")
+
+    # -- search
+
+    def candidates(self, match: str, kind: str | None, limit: int) -> list[tuple[int, float]]:
+        """(rowid, bm25 score as a positive number, higher is better) for a MATCH expression."""
+        if kind is None:
+            rows = self._all("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rank LIMIT ?",
+                             (match, limit))
+        else:
+            rows = self._all(
+                "SELECT f.rowid, f.rank FROM docs_fts f JOIN docs d ON d.rowid = f.rowid "
+                "WHERE docs_fts MATCH ? AND d.kind = ? ORDER BY f.rank LIMIT ?",
+                (match, kind, limit),
+            )
+        return [(rowid, -rank) for rowid, rank in rows]
+
+    def scores_for(self, match: str, rowids: Sequence[int]) -> dict[int, float]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = self._all(f"SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rowid IN ({marks})",
+                         (match, *rowids))
+        return {rowid: -rank for rowid, rank in rows}
+
+    def doc_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str | None, str | None]]:
+        """rowid → (kind, id, symbol, reference): all ranking needs, without loading the blocks."""
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = self._all(f"SELECT rowid, kind, id, symbol, reference FROM docs WHERE rowid IN ({marks})", rowids)
+        return {r: (k, i, s, ref) for r, k, i, s, ref in rows}
+
+    def pattern_scores(self, match: str) -> dict[int, float]:
+        """bm25 of every pattern matching `match`. Patterns are the last documents the build writes, so
+        one rowid range covers them: FTS5 seeks a range in each term's doclist, where an IN list costs
+        a lookup per row (about 6× slower for a dozen patterns)."""
+        rowids = sorted(self.pattern_tags)
+        if not rowids:
+            return {}
+        if rowids[-1] - rowids[0] + 1 != len(rowids):  # not contiguous (an index from another build order)
+            return self.scores_for(match, rowids)
+        rows = self._all("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rowid BETWEEN ? AND ?",
+                         (match, rowids[0], rowids[-1]))
+        return {rowid: -rank for rowid, rank in rows}
+
+    @cached_property
+    def pattern_tags(self) -> dict[int, frozenset[str]]:
+        """rowid → a pattern's tags, lowercased: the topics it belongs to (fsdp2, dcp, hsdp, …)."""
+        rows = self._all("SELECT rowid, payload FROM docs WHERE kind = 'pattern'")
+        return {rowid: frozenset(tag.lower() for tag in json.loads(payload).get("tags", [])) for rowid, payload in rows}
+
+    def docs(self, rowids: Sequence[int]) -> dict[int, DocRow]:
+        if not rowids:
+            return {}
+        marks = ",".join("?" * len(rowids))
+        rows = self._all(f"SELECT {_DOC_COLUMNS} FROM docs WHERE rowid IN ({marks})", rowids)
+        return {row[0]: DocRow(*row) for row in rows}
+
+    def rowids_with_symbol(self, symbols: Sequence[str], kind: str | None = None) -> list[int]:
+        if not symbols:
+            return []
+        marks = ",".join("?" * len(symbols))
+        sql = f"SELECT rowid FROM docs WHERE symbol IN ({marks})"
+        params: list[object] = list(symbols)
+        if kind:
+            sql += " AND kind = ?"
+            params.append(kind)
+        return [row[0] for row in self._all(sql, params)]
+
+    # -- names
+
+    @cached_property
+    def _names(self) -> dict[str, list[tuple[int, str]]]:
+        table: dict[str, list[tuple[int, str]]] = {}
+        for name, qualified, rank in self._all("SELECT name, qualified_name, rank FROM names"):
+            table.setdefault(name, []).append((rank, qualified))
+        for matches in table.values():
+            # Best spelling first; among equals, the shortest public path (torch.distributed.X before
+            # torch.distributed.nn.functional.X), then alphabetical for stability.
+            matches.sort(key=lambda m: (m[0], m[1].count("."), len(m[1]), m[1]))
+        return table
+
+    @cached_property
+    def name_parts(self) -> list[tuple[str, frozenset[str]]]:
+        """(qualified name, the words of its last component) for multi-word API names, a leading
+        get/is/has dropped (users ask "the world size", not "get world size"): get_world_size → (world, size)."""
+        out = []
+        for qualified in self.all_names():
+            parts = identifier_parts(qualified.rsplit(".", 1)[-1])
+            words = parts[:-1] if len(parts) > 1 else parts  # drop the glued form identifier_parts appends
+            if words and words[0] in NAME_VERBS:
+                words = words[1:]
+            if len(words) >= 2 and all(len(word) >= 2 for word in words):
+                out.append((qualified, frozenset(words)))
+        return out
+
+    def resolve_name(self, name: str) -> list[tuple[int, str]]:
+        """(rank, qualified name) pairs a spelling names: 0 exact, 1 alias, 2 short name, 3 glued."""
+        return list(self._names.get(name.strip().lower(), []))
+
+    def all_names(self) -> list[str]:
+        return sorted({q for matches in self._names.values() for _, q in matches})
+
+    def all_spellings(self) -> list[str]:
+        return sorted(self._names)
+
+    # -- records
+
+    def payload(self, kind: str, id: str) -> dict | None:
+        rows = self._all("SELECT payload FROM docs WHERE kind = ? AND id = ?", (kind, id))
+        return json.loads(rows[0][0]) if rows else None
+
+    def payloads(self, kind: str) -> list[dict]:
+        return [json.loads(p) for (p,) in self._all("SELECT payload FROM docs WHERE kind = ? ORDER BY rowid", (kind,))]
+
+    def ids(self, kind: str) -> list[str]:
+        return [i for (i,) in self._all("SELECT id FROM docs WHERE kind = ? ORDER BY rowid", (kind,))]
+
+    def references(self) -> list[dict]:
+        rows = self._all("SELECT name, title, description, tokens, lines FROM refs ORDER BY position")
+        return [dict(zip(("name", "title", "description", "tokens", "lines"), row)) for row in rows]
+
+    def anchors(self, reference: str) -> list[dict]:
+        rows = self._all("SELECT anchor, title, level, line, markdown FROM anchors WHERE reference = ? "
+                         "ORDER BY position", (reference,))
+        return [dict(zip(("anchor", "title", "level", "line", "markdown"), row)) for row in rows]
+
+    def document_count(self) -> int:
+        return self._all("SELECT count(*) FROM docs")[0][0]
+
+    def document_texts(self) -> list[tuple[tuple[str, str, str | None, str | None, str | None], str]]:
+        """((kind, id, symbol, reference, anchor), title + text) per document, in index order."""
+        rows = self._all("SELECT kind, id, symbol, reference, anchor, title, blocks FROM docs ORDER BY rowid")
+        return [(row[:5], row[5] + "\n" + "\n".join(text for _, text in json.loads(row[6]))) for row in rows]
+
+    def examples_of(self, symbol: str) -> list[dict]:
+        rows = self._all("SELECT payload FROM docs WHERE kind = 'example' AND symbol = ? ORDER BY rowid", (symbol,))
+        return [json.loads(p) for (p,) in rows]
+
+
+# ---------------------------------------------------------------- open (with staleness check)
+
+
+def stale_reason(index_file: Path, catalog_file: Path, root: Path) -> str | None:
+    """Why the index file cannot be trusted for this catalog, or None when it is current."""
+    if not index_file.is_file():
+        return f"{index_file} is missing"
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(index_file))}?mode=ro", uri=True)
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return f"{index_file} is unreadable ({exc})"
+    if meta.get("index_schema") != str(INDEX_SCHEMA):
+        return f"{index_file} has index schema {meta.get('index_schema')!r}, this code reads {INDEX_SCHEMA}"
+    if catalog_file.is_file() and meta.get("catalog_sha256") != catalog_sha256(catalog_file.read_bytes()):
+        return f"{index_file} was built from another {catalog_file.name}"
+    files = json.loads(meta.get("pattern_files", "[]"))
+    if meta.get("patterns_sha256") != patterns_sha256(files, root):
+        return f"{index_file} was built from other pattern files"
+    return None
+
+
+def _warn(message: str) -> None:
+    print(f"fsdp-skill: warning: {message}", file=sys.stderr, flush=True)
+
+
+def open_index(root: Path | None = None, warn: Callable[[str], None] = _warn) -> DocsIndex:
+    """The committed index, read-only; or, when it is missing or stale, a temporary one built from the catalog."""
+    root = root or repo_root()
+    index_file, catalog_file = index_path(root), catalog_path(root)
+    reason = stale_reason(index_file, catalog_file, root)
+    if reason is None:
+        if not catalog_file.is_file():
+            warn(f"{catalog_file} is missing; serving the committed index as it is")
+        return DocsIndex(index_file)
+    if not catalog_file.is_file():
+        raise IndexUnavailable(f"{reason} and {catalog_file} does not exist: run `fsdp-skill regenerate`")
+    warn(f"{reason}; building a temporary index from {catalog_file.name} "
+         "(run `fsdp-skill regenerate` to refresh the committed one)")
+    from fsdp_skill.core.catalog import load_catalog
+
+    catalog = load_catalog(catalog_file)
+    tmpdir = Path(tempfile.mkdtemp(prefix="fsdp-skill-index-"))
+    atexit.register(shutil.rmtree, tmpdir, True)
+    temp_index = tmpdir / "index.sqlite"
+    build_index(catalog, temp_index, root=root)
+    return DocsIndex(temp_index, temporary=True)

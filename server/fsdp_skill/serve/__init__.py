@@ -1,0 +1,5 @@
+"""serve: the MCP server — tool logic as pure functions (`tools`), their result models (`results`),
+verification lookups, prompts, and the thin MCP wiring (`server`) over them.
+
+Imports: `search` and `core`; never torch (cold start matters to agents).
+"""

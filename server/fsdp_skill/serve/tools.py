@@ -1,0 +1,312 @@
+"""What each MCP tool does, as plain methods over the index (the server only wires them up).
+
+Bad input raises `ToolInputError` (a UserError) whose message names the problem and the way out:
+the server turns it into an MCP ToolError for the model, the CLI prints it as one line.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from fsdp_skill.core.errors import UserError
+from fsdp_skill.search.index import DocsIndex
+from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.search.query import QueryError, resolve_prefix
+from fsdp_skill.serve.results import (
+    ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
+    PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
+)
+from fsdp_skill.search.ranking import KINDS, search
+from fsdp_skill.search.snippets import open_fence_at
+from fsdp_skill.serve.results import VerificationStatus
+from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
+
+MAX_LIMIT = 50
+MIN_PAGE, MAX_PAGE = 200, 50_000
+MAX_WORLD_SIZE = 8
+# list_examples pages: the full listing runs to thousands of tokens, more than a model needs at once.
+EXAMPLE_PAGE, MAX_EXAMPLE_PAGE = 25, 200
+EXAMPLE_STATUSES = ("passed", "failed", "skipped", "doc-bug", NOT_VERIFIED)
+MAX_VERIFY_TIMEOUT = 600.0
+
+
+class ToolInputError(UserError):
+    """Input a tool cannot serve; the message tells the caller what to pass instead."""
+
+
+def _closest(word: str, candidates: list[str], n: int = 8) -> list[str]:
+    lowered = {c.lower(): c for c in candidates}
+    return [lowered[m] for m in difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=0.5)]
+
+
+class Toolbox:
+    def __init__(self, index: DocsIndex, root: Path | None = None) -> None:
+        self.index = index
+        self.root = (root or repo_root()).resolve()
+        self.references_dir = references_dir(self.root)
+        self.report = VerificationReport(self.references_dir / "verification.json")
+
+    # ------------------------------------------------------------------ search
+
+    def search_docs(self, query: str, limit: int = 5, kind: str | None = None) -> SearchResponse:
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ToolInputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}: pass e.g. limit=5")
+        if kind is not None and kind not in KINDS:
+            raise ToolInputError(f"unknown kind {kind!r}: pass one of {', '.join(KINDS)}, or omit it to search all")
+        try:
+            hits = search(self.index, query, limit=limit, kind=kind)
+        except QueryError as exc:
+            raise ToolInputError(str(exc)) from None
+        results = [
+            SearchResult(
+                id=h.doc.id, kind=h.doc.kind, title=h.doc.title, symbol=h.doc.symbol, reference=h.doc.reference,
+                anchor=h.doc.anchor, url=h.doc.url, snippet=h.snippet, score=round(h.score, 3),
+            )
+            for h in hits
+        ]
+        return SearchResponse(query=query, torch_version=self.index.torch_version, results=results)
+
+    # ------------------------------------------------------------------ API entries
+
+    def resolve_symbol(self, symbol: str) -> tuple[str, list[str]]:
+        """(qualified name, other candidates) for a qualified name, short name or alias."""
+        cleaned = symbol.strip().removesuffix("()").strip("`").strip()
+        if not cleaned:
+            raise ToolInputError("symbol is empty: pass an API name such as 'fully_shard' or 'dist.all_reduce'")
+        for spelling in (cleaned, resolve_prefix(cleaned), f"torch.{cleaned}"):
+            matches = self.index.resolve_name(spelling)
+            if matches:
+                best = matches[0][0]
+                names = [q for rank, q in matches if rank == best]
+                return names[0], names[1:]
+        suggestions = _closest(cleaned.rsplit(".", 1)[-1], self.index.all_spellings(), n=6)
+        qualified = [self.index.resolve_name(s)[0][1] for s in suggestions]
+        hint = f" Closest names: {', '.join(dict.fromkeys(qualified))}." if qualified else ""
+        raise ToolInputError(
+            f"no API entry named {symbol!r} in the torch {self.index.torch_version} docs.{hint} "
+            "Search for it by description (search_docs, or `fsdp-skill search`)."
+        )
+
+    def get_api(self, symbol: str) -> ApiEntryResult:
+        qualified, others = self.resolve_symbol(symbol)
+        entry = self.index.payload("api", qualified)
+        if entry is None:  # an alias of a module with no entry of its own (e.g. DCP)
+            raise ToolInputError(f"{symbol!r} means {qualified}, which has no API entry of its own: "
+                                 f"call search_docs({qualified!r}) for its pages")
+        examples = [
+            ExampleBrief(id=ex["id"], code=ex["code"], world_size=ex["world_size"],
+                         status=summarize(self.report.statuses(ex["id"])))
+            for ex in self.index.examples_of(qualified)
+        ]
+        fields = {k: entry[k] for k in ApiEntryResult.model_fields if k in entry and k != "examples"}
+        return ApiEntryResult(**fields, examples=examples, torch_version=self.index.torch_version,
+                              other_matches=others)
+
+    # ------------------------------------------------------------------ references
+
+    def reference_names(self) -> list[str]:
+        names = {r["name"] for r in self.index.references()}
+        if self.references_dir.is_dir():
+            names.update(p.name for p in self.references_dir.glob("*.md") if p.is_file())
+        return sorted(names)
+
+    def list_references(self) -> ReferenceList:
+        known = {r["name"]: r for r in self.index.references()}
+        infos = []
+        for name in self.reference_names():
+            meta = known.get(name)
+            if meta:
+                infos.append(ReferenceInfo(name=name, title=meta["title"], description=meta["description"],
+                                           tokens=meta["tokens"]))
+            else:
+                text = (self.references_dir / name).read_text(encoding="utf-8")
+                title = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.startswith("#")), name)
+                infos.append(ReferenceInfo(name=name, title=title, description="", tokens=len(text) // 4))
+        return ReferenceList(torch_version=self.index.torch_version, references=infos)
+
+    def _reference_file(self, name: str) -> Path:
+        valid = self.reference_names()
+        listing = ", ".join(valid) or "(none: run `fsdp-skill regenerate`)"
+        if "\0" in name or "/" in name or "\\" in name or name.startswith(".") or Path(name).is_absolute():
+            raise ToolInputError(f"{name!r} is not a reference name: pass a bare file name from list_references, "
+                                 f"one of: {listing}")
+        candidate = name if name.endswith(".md") else f"{name}.md"
+        if candidate not in valid:
+            raise ToolInputError(f"unknown reference {name!r}: pass one of: {listing}")
+        path = (self.references_dir / candidate).resolve()
+        if not path.is_relative_to(self.references_dir.resolve()) or not path.is_file():
+            raise ToolInputError(f"reference {candidate!r} is listed but its file is missing: run `fsdp-skill regenerate`")
+        return path
+
+    def _section_text(self, reference: str, text: str, section: str) -> tuple[str, str]:
+        """(anchor, markdown of that section and its subsections) from the reference file's text."""
+        wanted = section.split("#", 1)[1] if section.startswith(reference + "#") else section.lstrip("#")
+        anchors = self.index.anchors(reference)
+        position = next((i for i, a in enumerate(anchors) if a["anchor"] == wanted), None)
+        if position is None:
+            position = next((i for i, a in enumerate(anchors) if a["title"].lower() == wanted.lower()), None)
+        if position is None:
+            close = _closest(wanted, [a["anchor"] for a in anchors], n=6)
+            hint = f" Closest anchors: {', '.join(close)}." if close else ""
+            raise ToolInputError(f"no section {section!r} in {reference}.{hint} Call read_reference({reference!r}) "
+                                 "without section to read its table of contents.")
+        here = anchors[position]
+        following = [a for a in anchors[position + 1 :] if a["level"] <= here["level"]]
+        lines = text.splitlines(keepends=True)
+        if here["line"] is not None:
+            end = following[0]["line"] - 1 if following and following[0]["line"] else len(lines)
+            return here["anchor"], "".join(lines[here["line"] - 1 : end])
+        # No line numbers in the catalog: join the stored markdown of the section and its subsections.
+        stop = anchors.index(following[0]) if following else len(anchors)
+        return here["anchor"], "\n\n".join(a["markdown"] for a in anchors[position:stop])
+
+    def read_reference(self, name: str, section: str | None = None, start_index: int = 0,
+                       max_chars: int = 8000) -> ReferencePage:
+        path = self._reference_file(name)
+        if not MIN_PAGE <= max_chars <= MAX_PAGE:
+            raise ToolInputError(f"max_chars must be between {MIN_PAGE} and {MAX_PAGE}, got {max_chars}")
+        if start_index < 0:
+            raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
+        text = path.read_text(encoding="utf-8")
+        anchor = None
+        if section:
+            anchor, text = self._section_text(path.name, text, section)
+        total = len(text)
+        if start_index and start_index >= total:
+            raise ToolInputError(f"start_index {start_index} is past the end ({total} characters): start below {total}")
+        end = min(start_index + max_chars, total)
+        if end < total:
+            # End the page on a line break so lines (and fence markers) are never split.
+            newline = text.rfind("\n", start_index + max_chars // 2, end)
+            end = newline + 1 if newline >= 0 else end
+        page = text[start_index:end]
+        reopened = open_fence_at(text[:start_index]) if start_index else None
+        if reopened:  # the previous page closed this block; reopen it so the code reads as code
+            page = reopened + "\n" + page
+        still_open = open_fence_at(text[:end])
+        if still_open and end < total:
+            page = page.rstrip("\n") + "\n" + _closing_fence(still_open) + "\n"
+        section_arg = f", section={anchor!r}" if anchor else ""
+        if end < total:
+            footer = (f"\n[{path.name}{'#' + anchor if anchor else ''}: characters {start_index}-{end} of {total}. "
+                      f"Next page: read_reference(name={path.name!r}{section_arg}, start_index={end})]")
+        else:
+            footer = f"\n[end of {path.name}{'#' + anchor if anchor else ''}: {total} characters]"
+        return ReferencePage(name=path.name, section=anchor, start_index=start_index, end_index=end,
+                             total_chars=total, next_start_index=end if end < total else None,
+                             text=page.rstrip("\n") + "\n" + footer)
+
+    # ------------------------------------------------------------------ examples and patterns
+
+    def list_examples(self, symbol: str | None = None, status: str | None = None, start_index: int = 0,
+                      limit: int = EXAMPLE_PAGE) -> ExampleList:
+        if not 1 <= limit <= MAX_EXAMPLE_PAGE:
+            raise ToolInputError(f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}")
+        if start_index < 0:
+            raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
+        if status is not None and status not in EXAMPLE_STATUSES:
+            raise ToolInputError(f"unknown status {status!r}: pass one of {', '.join(EXAMPLE_STATUSES)}, or omit it")
+        payloads = self.index.payloads("example")
+        if symbol and symbol.strip():
+            needle = resolve_prefix(symbol.strip()).lower()
+            payloads = [p for p in payloads if needle in p["symbol"].lower()]
+        rows = [(p, self.report.statuses(p["id"])) for p in payloads]
+        if status is not None:
+            rows = [(p, statuses) for p, statuses in rows if status in _status_words(statuses)]
+        total = len(rows)
+        if start_index and start_index >= total:
+            raise ToolInputError(f"start_index {start_index} is past the end ({total} examples match): start below {total}")
+        page = rows[start_index : start_index + limit]
+        end = start_index + len(page)
+        infos = [ExampleInfo(id=p["id"], status="/".join(_status_words(statuses)), line=_example_line(p, statuses))
+                 for p, statuses in page]
+        filters = "".join(f", {name}={value!r}" for name, value in (("symbol", symbol), ("status", status)) if value)
+        if end < total:
+            note = (f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
+                    "get_example(id) gives the code and verification details.]")
+        elif total:
+            note = f"[examples {start_index + 1}-{end} of {total}: the last page. get_example(id) gives the code.]"
+        else:
+            note = "[no examples match: drop or change the filters]"
+        return ExampleList(total=total, start_index=start_index, next_start_index=end if end < total else None,
+                           examples=infos, note=note)
+
+    def get_example(self, name: str) -> ExampleDetail:
+        example = self.index.payload("example", name.strip())
+        if example is None:
+            close = _closest(name, self.index.ids("example"), n=6)
+            hint = f" Closest ids: {', '.join(close)}." if close else ""
+            raise ToolInputError(f"no example {name!r}.{hint} Ids look like 'torch.distributed.all_reduce#1'; "
+                                 "list_examples(symbol=...) lists them.")
+        symbol_entry = self.index.payload("api", example["symbol"]) or {}
+        statuses = self.report.statuses(example["id"])
+        return ExampleDetail(
+            id=example["id"], symbol=example["symbol"], reference=example["reference"], anchor=example["anchor"],
+            url=symbol_entry.get("url"), code=example["code"],
+            steps=[DoctestStepResult(source=s["source"], expected=s.get("expected"),
+                                     expected_by_rank={int(k): v for k, v in (s.get("expected_by_rank") or {}).items()})
+                   for s in example["steps"]],
+            world_size=example["world_size"], device=example["device"], requires=example["requires"],
+            skip=example.get("skip"), status=summarize(statuses), verification=statuses,
+            torch_version=self.index.torch_version,
+        )
+
+    def list_patterns(self) -> PatternList:
+        return PatternList(patterns=[PatternInfo(**p) for p in self.index.payloads("pattern")])
+
+    def get_pattern(self, name: str) -> PatternDetail:
+        pattern = self.index.payload("pattern", name.strip())
+        if pattern is None:
+            names = self.index.ids("pattern")
+            listing = ", ".join(names) if names else "(none yet)"
+            raise ToolInputError(f"no pattern {name!r}: pass one of: {listing}")
+        path = (self.root / pattern["file"]).resolve()
+        if not path.is_relative_to(self.root) or not path.is_file():
+            raise ToolInputError(f"pattern {name!r} is in the catalog but {pattern['file']} is missing from this checkout")
+        # The runner names pattern rows `pattern:<name>` (fsdp_skill.verify.catalog_patterns.PATTERN_PREFIX).
+        statuses = self.report.statuses("pattern:" + pattern["name"])
+        return PatternDetail(**pattern, source=path.read_text(encoding="utf-8"), status=summarize(statuses),
+                             verification=statuses)
+
+    # ------------------------------------------------------------------ running (serve --allow-run only)
+
+    def verify_example(self, name: str, backend: str = "gloo", world_size: int | None = None,
+                       timeout: float = 120.0) -> VerifyResult:
+        example = self.index.payload("example", name.strip())
+        if example is None:
+            self.get_example(name)  # raises with the closest ids
+            raise AssertionError("unreachable")
+        if backend not in ("gloo", "nccl"):
+            raise ToolInputError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+        size = world_size if world_size is not None else example["world_size"]
+        if not 1 <= size <= MAX_WORLD_SIZE:
+            raise ToolInputError(f"world_size must be between 1 and {MAX_WORLD_SIZE}, got {size}")
+        if not 1 <= timeout <= MAX_VERIFY_TIMEOUT:
+            raise ToolInputError(f"timeout must be between 1 and {MAX_VERIFY_TIMEOUT:.0f} seconds, got {timeout}")
+        results, tail = run_verification(example["id"], backend, size, timeout, self.root)
+        return VerifyResult(name=example["id"], backend=backend, world_size=size, results=results, log_tail=tail)
+
+
+def _status_words(statuses: list[VerificationStatus]) -> list[str]:
+    """The distinct statuses of an example's runs, in report order; ['not verified'] when it has none."""
+    return list(dict.fromkeys(s.status for s in statuses)) or [NOT_VERIFIED]
+
+
+def _example_line(example: dict, statuses: list[VerificationStatus]) -> str:
+    """One line: '2 ranks, cpu' (+ 'needs cuda') (+ why it did not pass, shortened)."""
+    ranks = example["world_size"]
+    line = f"{ranks} rank{'s' if ranks != 1 else ''}, {example['device']}"
+    if example.get("requires"):
+        line += f", needs {', '.join(example['requires'])}"
+    reason = next((s.reason for s in statuses if s.status != "passed" and s.reason), None)
+    if reason:
+        reason = " ".join(reason.split())
+        line += ": " + (reason if len(reason) <= 90 else reason[:89].rstrip() + "…")
+    return line
+
+
+def _closing_fence(opening: str) -> str:
+    stripped = opening.lstrip()
+    char = stripped[0]
+    return char * (len(stripped) - len(stripped.lstrip(char)))

@@ -1,0 +1,120 @@
+"""Verification results for the server: read references/verification.json, and run one example.
+
+The server never imports torch, so `run_verification` starts the runner (`python -m fsdp_skill.verify`)
+as a subprocess in its own session, bounded by a timeout after which the whole process group (the
+runner and its rank workers) is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from fsdp_skill.core.errors import UserError
+from fsdp_skill.serve.results import VerificationStatus
+
+NOT_VERIFIED = "not verified"
+# Seconds the runner gets beyond the per-example timeout to spawn ranks and write its report.
+STARTUP_GRACE_S = 60.0
+# The runner's entry point (`python -m RUNNER_MODULE --id … --json PATH`); tests point it at a stand-in.
+RUNNER_MODULE = "fsdp_skill.verify"
+
+
+class VerificationReport:
+    """references/verification.json, re-read when its mtime changes (the runner rewrites it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._stamp: float | None = None
+        self._by_name: dict[str, list[VerificationStatus]] = {}
+
+    def _load(self) -> dict[str, list[VerificationStatus]]:
+        try:
+            stamp = self.path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return {}
+        with self._lock:
+            if stamp != self._stamp:
+                self._by_name = parse_report(self.path.read_text(encoding="utf-8"))
+                self._stamp = stamp
+            return self._by_name
+
+    def statuses(self, name: str) -> list[VerificationStatus]:
+        return list(self._load().get(name, []))
+
+
+def parse_report(text: str) -> dict[str, list[VerificationStatus]]:
+    """name → results; a malformed file reads as empty (statuses then say 'not verified')."""
+    try:
+        data = json.loads(text)
+        rows = data["results"]
+    except (ValueError, KeyError, TypeError):
+        return {}
+    by_name: dict[str, list[VerificationStatus]] = {}
+    for row in rows if isinstance(rows, list) else []:
+        try:
+            by_name.setdefault(row["name"], []).append(
+                VerificationStatus(
+                    backend=row["backend"], world_size=row["world_size"], status=row["status"],
+                    reason=row.get("reason"), seconds=row.get("seconds"), warnings=row.get("warnings") or [],
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return by_name
+
+
+def summarize(statuses: list[VerificationStatus]) -> str:
+    """One line: 'passed (gloo, 2 ranks); skipped (nccl, 2 ranks: needs CUDA)' or 'not verified'."""
+    if not statuses:
+        return NOT_VERIFIED
+    parts = []
+    for s in statuses:
+        detail = f"{s.backend}, {s.world_size} rank{'s' if s.world_size != 1 else ''}"
+        if s.status != "passed" and s.reason:
+            detail += f": {s.reason[:80]}"
+        parts.append(f"{s.status} ({detail})")
+    return "; ".join(parts)
+
+
+def run_verification(name: str, backend: str, world_size: int, timeout: float, root: Path) -> tuple[list[VerificationStatus], str]:
+    """Run one catalog example through the runner in a subprocess; (results, output tail)."""
+    with tempfile.TemporaryDirectory(prefix="fsdp-skill-verify-") as tmp:
+        report = Path(tmp) / "result.json"
+        command = [
+            sys.executable, "-m", RUNNER_MODULE, "--id", name, "--backend", backend,
+            "--world-size", str(world_size), "--timeout", str(timeout), "--json", str(report),
+        ]
+        env = {**os.environ, "FSDP_SKILL_ROOT": str(root)}
+        proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            output, _ = proc.communicate(timeout=timeout + STARTUP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            raise UserError(
+                f"the runner did not finish {name!r} within {timeout + STARTUP_GRACE_S:.0f} s and was stopped; "
+                "try a smaller world_size or check the example with `fsdp-skill verify -k` locally"
+            ) from None
+        tail = "\n".join(output.strip().splitlines()[-20:])
+        if not report.is_file():
+            raise UserError(f"the runner exited with code {proc.returncode} without a report for {name!r}: {tail[-500:]}")
+        results = parse_report(report.read_text(encoding="utf-8")).get(name, [])
+        if not results:
+            raise UserError(f"the runner's report has no result for {name!r}: {tail[-500:]}")
+        return results, tail
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=10)

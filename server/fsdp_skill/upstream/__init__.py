@@ -1,0 +1,5 @@
+"""upstream: the declared upstream sources (assets/sources.toml), their download (httpx) or seeding from a
+snapshot folder, and the atomic update of the committed cache under upstream/ with its manifests.
+
+Imports: `core` only.
+"""

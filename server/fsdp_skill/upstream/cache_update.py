@@ -1,0 +1,82 @@
+"""Replace the upstream/ cache all at once, or not at all.
+
+Both ways of filling the cache (downloading, and copying from a snapshot folder) write every file
+and manifest into a staging folder next to upstream/ first; only when all of them are there does
+`CacheStage.commit` swap it into place. A failure anywhere before that deletes the staging folder
+and leaves the existing cache exactly as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from fsdp_skill.core.paths import upstream_dir
+from fsdp_skill.upstream.sources import MANIFEST_NAME, ManifestEntry, dump_manifest
+
+
+@dataclass
+class CacheUpdate:
+    """What a fetch or a seed put into the cache."""
+
+    upstream: Path
+    files: int
+    unchanged: int = 0
+    refs: dict[str, str] = field(default_factory=dict)
+    commits: dict[str, str | None] = field(default_factory=dict)
+
+
+class CacheStage:
+    """A staging copy of upstream/. Use as a context manager; call `commit()` to swap it in."""
+
+    def __init__(self, root: Path | None) -> None:
+        self.upstream = upstream_dir(root)
+        self._entries: dict[str, list[ManifestEntry]] = defaultdict(list)
+        self.upstream.parent.mkdir(parents=True, exist_ok=True)
+        # Same parent folder as upstream/, so the final os.replace is a rename on one filesystem.
+        self.path = Path(tempfile.mkdtemp(prefix=".upstream-new-", dir=self.upstream.parent))
+        self._committed = False
+
+    def __enter__(self) -> CacheStage:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self._committed:
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    def write(self, relative: str, data: bytes) -> None:
+        """Write a file at upstream/<relative> (in the stage)."""
+        target = self.path / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    def add(self, repo_dir: str, entry: ManifestEntry, data: bytes) -> None:
+        """Write one upstream file and remember its manifest entry."""
+        self.write(f"{repo_dir}/{entry.path}", data)
+        self._entries[repo_dir].append(entry)
+
+    def commit(self) -> None:
+        """Write the manifests, then replace upstream/ with the stage."""
+        for repo_dir, entries in sorted(self._entries.items()):
+            self.write(f"{repo_dir}/{MANIFEST_NAME}", dump_manifest(entries).encode("utf-8"))
+        old: Path | None = None
+        if self.upstream.exists():
+            old = Path(tempfile.mkdtemp(prefix=".upstream-old-", dir=self.upstream.parent))
+            os.replace(self.upstream, old / "upstream")
+        try:
+            os.replace(self.path, self.upstream)
+        except OSError:
+            if old is not None:  # put the previous cache back before reporting the failure
+                os.replace(old / "upstream", self.upstream)
+                shutil.rmtree(old, ignore_errors=True)
+            raise
+        self._committed = True
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

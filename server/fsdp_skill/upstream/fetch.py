@@ -1,0 +1,341 @@
+"""`fsdp-skill fetch`: download the declared upstream files into the cache upstream/.
+
+Each file comes from https://raw.githubusercontent.com/<repo>/<ref>/<path>. Which ref:
+  - pytorch/pytorch (`pinned_to_torch` in assets/sources.toml): the release tag of the installed
+    torch, v<major>.<minor>.<patch> (2.13.0+cpu -> v2.13.0; 2.13.0rc1 -> v2.13.0-rc1). torch is
+    not imported: its version comes from the package metadata. No torch, or a development build
+    with no tag, is an error that asks for --ref;
+  - pytorch/tutorials: it has no torch tags, so its `default_ref` (main);
+  - `--ref REF` overrides the torch-pinned repository, `--ref owner/name=REF` any repository.
+The commit each ref points at is looked up once per repository through the GitHub API and recorded
+in the manifest; that lookup is best effort (rate limits, no network) and records null on failure.
+
+Requests time out after --timeout seconds and are retried --retries times with exponential backoff
+on connection errors, timeouts, HTTP 429 and 5xx (never on other 4xx, which will not change). A file
+whose manifest entry has an ETag for the same URL is requested with If-None-Match; a 304 keeps the
+cached copy. Everything is staged and swapped in only when every file arrived (`cache_update`), so a
+failure leaves upstream/ untouched and surfaces as one NetworkError line naming the URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+
+from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
+from fsdp_skill.core.errors import NetworkError, UserError
+from fsdp_skill.core.paths import repo_root
+from fsdp_skill.upstream.sources import (
+    Declaration,
+    DeclaredSource,
+    ManifestEntry,
+    cached_path,
+    load_declaration,
+    manifest_path,
+    raw_url,
+    read_manifest,
+    sha256_hex,
+)
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+USER_AGENT = "pytorch-fsdp-skill (fsdp-skill fetch)"
+COMMIT_API = "https://api.github.com/repos/{repo}/commits/{ref}"
+BACKOFF_BASE_S = 0.5
+BACKOFF_MAX_S = 10.0
+_RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\+[0-9A-Za-z.]+)?")
+_SHA = re.compile(r"[0-9a-f]{40}")
+_OFFLINE_HINT = "or seed the cache offline with --from-dir DIR"
+
+Sleep = Callable[[float], None]
+
+
+# --- which ref ------------------------------------------------------------------------------------
+
+
+def installed_torch_version() -> str | None:
+    """The installed torch's version string, read from its metadata (torch is not imported)."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def torch_tag(version: str) -> str:
+    """The pytorch/pytorch release tag for a torch version: '2.13.0+cpu' -> 'v2.13.0'."""
+    match = _RELEASE.fullmatch(version.strip())
+    if match is None:
+        raise UserError(
+            f"torch {version} is not a release build, so no pytorch/pytorch tag matches it; "
+            "pass --ref REF (e.g. --ref v2.13.0 or --ref main)"
+        )
+    major, minor, patch, rc = match.groups()
+    return f"v{major}.{minor}.{patch}" + (f"-rc{rc}" if rc else "")
+
+
+def parse_ref_args(values: Sequence[str] | None, declaration: Declaration) -> dict[str, str]:
+    """--ref values -> {repo: ref}. 'REF' means the torch-pinned repository, 'owner/name=REF' any."""
+    if isinstance(values, str):
+        values = [values]
+    refs: dict[str, str] = {}
+    pinned = [name for name, repo in declaration.repos.items() if repo.pinned_to_torch]
+    for value in values or []:
+        repo, sep, ref = value.rpartition("=")
+        if not sep:
+            if len(pinned) != 1:
+                raise UserError(f"--ref {value}: say which repository it is for, as --ref owner/name={value}")
+            repo = pinned[0]
+        if repo not in declaration.repos:
+            known = ", ".join(sorted(declaration.repos))
+            raise UserError(f"--ref {value}: {repo!r} is not a declared repository (declared: {known})")
+        if not ref or ref.startswith("-") or ".." in ref or any(c.isspace() for c in ref):
+            raise UserError(f"--ref {value}: {ref!r} is not a valid git ref")
+        if repo in refs:
+            raise UserError(f"--ref given twice for {repo}")
+        refs[repo] = ref
+    return refs
+
+
+def resolve_refs(declaration: Declaration, overrides: dict[str, str], torch_version: str | None) -> dict[str, str]:
+    """The ref to fetch for every declared repository."""
+    refs: dict[str, str] = {}
+    for name, repo in sorted(declaration.repos.items()):
+        if name in overrides:
+            refs[name] = overrides[name]
+        elif repo.default_ref is not None:
+            refs[name] = repo.default_ref
+        elif torch_version is None:
+            raise UserError(
+                f"torch is not installed, so the {name} docs tag cannot be derived from it; "
+                f"pass --ref REF (e.g. --ref v2.13.0), {_OFFLINE_HINT}"
+            )
+        else:
+            refs[name] = torch_tag(torch_version)
+    return refs
+
+
+# --- HTTP -----------------------------------------------------------------------------------------
+
+
+def open_client(timeout: float, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """The HTTP client every request goes through; tests pass an httpx.MockTransport."""
+    return httpx.Client(
+        transport=transport,
+        timeout=httpx.Timeout(timeout),
+        follow_redirects=True,
+        headers={"User-Agent": USER_AGENT},
+    )
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()) or "no detail"
+
+
+def _backoff(attempt: int, response: httpx.Response | None) -> float:
+    retry_after = response.headers.get("retry-after", "") if response is not None else ""
+    if retry_after.isdigit():  # the server said how long; still bounded so a fetch never hangs
+        return min(float(retry_after), BACKOFF_MAX_S)
+    return min(BACKOFF_BASE_S * 2**attempt, BACKOFF_MAX_S)
+
+
+def get_with_retries(
+    client: httpx.Client,
+    url: str,
+    *,
+    headers: dict[str, str] | None = None,
+    retries: int,
+    sleep: Sleep = time.sleep,
+    ref_hint: str = "",
+) -> httpx.Response:
+    """GET `url`; retry transient failures; return a 200 or 304 response, else raise NetworkError."""
+    problem = ""
+    for attempt in range(retries + 1):
+        response: httpx.Response | None = None
+        try:
+            response = client.get(url, headers=headers)
+        except httpx.TimeoutException:
+            problem = f"timed out after {client.timeout.read or 0:g} s"
+        except httpx.TransportError as exc:
+            problem = f"connection failed ({type(exc).__name__}: {_one_line(str(exc))})"
+        else:
+            if response.status_code in (200, 304):
+                return response
+            problem = f"HTTP {response.status_code} {response.reason_phrase}".strip()
+            if response.status_code != 429 and response.status_code < 500:
+                missing = response.status_code == 404
+                hint = f"check that the ref exists ({ref_hint}) and pass --ref REF, " if missing else ""
+                raise NetworkError(f"{url}: {problem}; {hint}{_OFFLINE_HINT}; upstream/ is unchanged")
+        if attempt < retries:
+            sleep(_backoff(attempt, response))
+    tries = f"{retries + 1} attempt{'s' if retries else ''}"
+    raise NetworkError(
+        f"{url}: {problem} ({tries}); check the network (or raise --timeout/--retries), "
+        f"{_OFFLINE_HINT}; upstream/ is unchanged"
+    )
+
+
+def resolve_commit(client: httpx.Client, repo: str, ref: str) -> str | None:
+    """The commit `ref` points at, via one GitHub API call; None when it cannot be had cheaply."""
+    if _SHA.fullmatch(ref):
+        return ref
+    try:
+        response = client.get(
+            COMMIT_API.format(repo=repo, ref=ref), headers={"Accept": "application/vnd.github.sha"}
+        )
+    except httpx.HTTPError:
+        return None
+    body = response.text.strip()
+    return body if response.status_code == 200 and _SHA.fullmatch(body) else None
+
+
+# --- the fetch ------------------------------------------------------------------------------------
+
+
+def _previous_entries(root: Path | None, declaration: Declaration) -> dict[str, dict[str, ManifestEntry]]:
+    """The current cache's manifests by repo (empty where there is no usable cache)."""
+    previous: dict[str, dict[str, ManifestEntry]] = {}
+    for name, repo in declaration.repos.items():
+        try:
+            previous[name] = read_manifest(manifest_path(root, repo.dir))
+        except UserError:
+            previous[name] = {}
+    return previous
+
+
+def _cached_copy(root: Path | None, source: DeclaredSource, entry: ManifestEntry | None, url: str) -> bytes | None:
+    """The cached bytes if they are intact and came from `url` with an ETag (so a 304 may keep them)."""
+    if entry is None or entry.etag is None or entry.url != url:
+        return None
+    try:
+        data = cached_path(root, source).read_bytes()
+    except OSError:
+        return None
+    return data if sha256_hex(data) == entry.sha256 else None
+
+
+def _readme(refs: dict[str, str], commits: dict[str, str | None]) -> bytes:
+    lines = [
+        "# Upstream documentation sources (cache)",
+        "",
+        "Written by `fsdp-skill fetch` from the files declared in `assets/sources.toml`; do not edit by hand.",
+        "Each `<dir>/MANIFEST.json` lists every file's url, ref, commit, sha256, ETag and licence.",
+        "",
+    ]
+    for name in sorted(refs):
+        lines.append(f"- {name} at `{refs[name]}` (commit {commits.get(name) or 'not resolved'})")
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def fetch_sources(
+    root: Path | None = None,
+    refs: dict[str, str] | None = None,
+    *,
+    timeout: float = 30.0,
+    retries: int = 3,
+    transport: httpx.BaseTransport | None = None,
+    sleep: Sleep = time.sleep,
+    resolve_commits: bool = True,
+    show_progress: bool = True,
+) -> CacheUpdate:
+    """Download every declared file into the cache under `root`, or change nothing and raise.
+
+    `refs` overrides the ref per repository (see `resolve_refs`); `transport` replaces the network
+    (httpx.MockTransport in tests); `sleep` is how retries wait.
+    """
+    if timeout <= 0 or retries < 0:
+        raise UserError("--timeout must be positive and --retries zero or more")
+    declaration = load_declaration(root)
+    overrides = refs or {}
+    needs_torch = any(r.pinned_to_torch and n not in overrides for n, r in declaration.repos.items())
+    refs = resolve_refs(declaration, overrides, installed_torch_version() if needs_torch else None)
+    previous = _previous_entries(root, declaration)
+    unchanged = 0
+    with open_client(timeout, transport) as client, CacheStage(root) as stage, _progress(show_progress) as bar:
+        commits = {name: resolve_commit(client, name, ref) if resolve_commits else None for name, ref in refs.items()}
+        task = bar.add_task("fetching", total=len(declaration.sources))
+        for source in declaration.sources:
+            ref = refs[source.repo]
+            url = raw_url(source.repo, ref, source.path)
+            bar.update(task, description=source.path)
+            old = previous[source.repo].get(source.path)
+            cached = _cached_copy(root, source, old, url)
+            headers = {"If-None-Match": old.etag} if cached is not None and old and old.etag else None
+            response = get_with_retries(
+                client, url, headers=headers, retries=retries, sleep=sleep, ref_hint=f"{source.repo}@{ref}"
+            )
+            if response.status_code == 304 and cached is not None:
+                data, etag = cached, old.etag if old else None
+                unchanged += 1
+            elif response.status_code == 304:
+                raise NetworkError(f"{url}: HTTP 304 to an unconditional request; retry, {_OFFLINE_HINT}")
+            else:
+                data, etag = response.content, response.headers.get("etag")
+            try:
+                chars = len(data.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise NetworkError(f"{url}: the download is not UTF-8 text; check the URL or pass --ref REF") from None
+            entry = ManifestEntry(
+                path=source.path, repo=source.repo, ref=ref, commit=commits[source.repo], url=url,
+                chars=chars, sha256=sha256_hex(data), etag=etag, licence=source.licence, note=None,
+            )  # fmt: skip
+            stage.add(source.dir, entry, data)
+            bar.advance(task)
+        stage.write("README.md", _readme(refs, commits))
+        stage.commit()
+    return CacheUpdate(
+        upstream=stage.upstream, files=len(declaration.sources), unchanged=unchanged, refs=refs, commits=commits
+    )
+
+
+def _progress(enabled: bool) -> Progress:
+    # rich is imported here, not at module level: `fsdp-skill --help` and the tests never pay for it.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    return Progress(
+        TextColumn("[bold]fetch[/bold]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=True,
+        # A progress bar is only drawn on a terminal; logs and pipes get the summary line alone.
+        disable=not (enabled and console.is_terminal),
+    )
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def _summary(update: CacheUpdate, root: Path) -> str:
+    where = update.upstream.relative_to(root) if update.upstream.is_relative_to(root) else update.upstream
+    repos = ", ".join(
+        f"{name}@{ref}" + (f" ({update.commits[name][:12]})" if update.commits.get(name) else "")
+        for name, ref in sorted(update.refs.items())
+    )
+    kept = f"; {update.unchanged} unchanged (ETag)" if update.unchanged else ""
+    return f"{where}/: {update.files} files from {repos}{kept}"
+
+
+def cli_fetch(args: argparse.Namespace) -> int:
+    """Handler of `fsdp-skill fetch [--ref REF]... [--from-dir DIR] [--timeout S] [--retries N]`."""
+    from fsdp_skill.upstream.seed import seed_from_dir
+
+    root = repo_root()
+    refs = parse_ref_args(args.ref, load_declaration(root))
+    if args.from_dir:
+        update = seed_from_dir(root, Path(args.from_dir), refs)
+    else:
+        update = fetch_sources(root, refs, timeout=args.timeout, retries=args.retries)
+    print(_summary(update, root))
+    return 0
