@@ -208,7 +208,7 @@ def small_output(files: dict[str, str], warnings_: list[str] | None = None) -> b
 
 def no_index(monkeypatch) -> None:
     """These tests are about the markdown files: the index stub writes an empty file and is never stale."""
-    monkeypatch.setattr(build, "build_index", lambda catalog, path, root: path.write_bytes(b""))
+    monkeypatch.setattr(build, "build_index", lambda catalog, path, root, **_: path.write_bytes(b""))
     monkeypatch.setattr(build, "stale_reason", lambda *paths: None)
 
 

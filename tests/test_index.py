@@ -18,7 +18,8 @@ from fsdp_skill.core.catalog import Section, save_catalog
 from fsdp_skill.search.documents import split_pattern_source
 from fsdp_skill.search.index import DocsIndex, IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
 from fsdp_skill.search.query import QueryError, identifier_parts, parse_query
-from fsdp_skill.search.ranking import in_scope, named_symbols, prose_names, rank_key, search
+from fsdp_skill.search.names import named_symbols, prose_names
+from fsdp_skill.search.ranking import in_scope, rank_key, search
 from fsdp_skill.search.snippets import code_block, make_snippet, markdown_blocks, open_fence_at
 
 
@@ -92,9 +93,19 @@ def test_contraction_fragments_are_not_search_terms() -> None:
     assert "backward" in parsed.terms
 
 
-def test_python_objects_means_the_picklable_object_collectives() -> None:
-    assert "picklable" in parse_query("scatter python objects from rank 0").terms
-    assert "picklable" not in parse_query("scatter tensors from rank 0").terms
+def test_full_width_and_compatibility_characters_are_nfkc_normalised() -> None:
+    parsed = parse_query("ｆｕｌｌｙ＿ｓｈａｒｄ　ｍｉｘｅｄ ｐｒｅｃｉｓｉｏｎ")
+    assert parsed.normalized == "fully_shard mixed precision"
+    assert {"fully_shard", "fully", "shard", "mixed", "precision"} <= set(parsed.terms)
+    assert parsed.language == "latin"
+
+
+def test_a_query_without_latin_letters_parses_with_no_terms_and_says_its_script() -> None:
+    for text in ("как сохранить чекпоинт", "チェックポイント 保存"):
+        parsed = parse_query(text)
+        assert parsed.language == "other" and parsed.terms == [] and not parsed.lexical
+    mixed = parse_query("смешанная точность в FSDP2")
+    assert mixed.language == "mixed" and "fsdp2" in mixed.terms
 
 
 def test_prose_words_leave_out_identifiers_and_hyphenated_compounds() -> None:

