@@ -1,10 +1,12 @@
 """`fsdp-skill bench search`: retrieval quality, latency, cold start, tokens and HTTP load, each against a
 baseline measured in the same run.
 
-- Quality: Recall@1, Recall@5 and MRR@10 over tests/eval/queries.jsonl, for our index and for plain BM25
-  (rank-bm25 over the same documents, lowercase word tokens, no stemming, no field weights).
-- Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p99, beside
-  rank-bm25's scoring of the same queries.
+- Quality: Recall@1, Recall@5 and MRR@10 on each eval set of tests/eval/ (EVAL_SETS: dev, the dev
+  held-out set that was tuned on, the frozen blind set, the Russian/Japanese set), for our search in
+  the mode it runs in, lexically, and for plain BM25 (rank-bm25 over the same documents, lowercase word
+  tokens, no stemming, no field weights), all in the same run.
+- Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p99, in
+  the mode it runs in and lexically, beside rank-bm25's scoring of the same queries.
 - Cold start over stdio: spawn `fsdp-skill serve`, initialize, list tools, first search; versus a bare
   MCPServer with one tool doing the same; medians of interleaved runs, printed as a ratio.
 - Tokens: median characters / 4 of the text a client receives for a limit=5 search.
@@ -29,10 +31,17 @@ from pathlib import Path
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.search.query import QueryError
 from fsdp_skill.search.ranking import search
 from fsdp_skill.serve.tools import Toolbox
 
-TARGETS = {"recall5": 0.95, "mrr": 0.85, "p50_ms": 2.0, "p99_ms": 10.0, "cold_ratio": 1.3, "tokens": 1500}
+TARGETS = {"recall5": 0.95, "mrr": 0.85, "multilingual_recall5": 0.75, "p50_ms": 2.0, "semantic_p50_ms": 25.0,
+           "p99_ms": 10.0, "cold_ratio": 1.3, "tokens": 1500}
+# (label, file under tests/eval/): dev is what the ranking was developed on; "dev held-out" was written
+# after the first tuning and later read, so it is dev too; blind was written from the docs before any
+# tuning and is never read to tune (its misses are not printed); ru/ja asks in Russian and Japanese.
+EVAL_SETS = (("dev", "queries.jsonl"), ("dev held-out", "heldout.jsonl"), ("blind", "blind.jsonl"),
+             ("ru/ja", "multilingual.jsonl"))
 COLD_RUNS = 5
 LOAD_CLIENTS, LOAD_CALLS = 8, 200
 
@@ -134,9 +143,15 @@ def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
     return out
 
 
-def our_rankings(index: DocsIndex, queries: list[EvalQuery]) -> list[list[tuple]]:
-    return [[(h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor) for h in search(index, q.question, limit=10)]
-            for q in queries]
+def our_rankings(index: DocsIndex, queries: list[EvalQuery], use_dense: bool = True) -> list[list[tuple]]:
+    def ranking(question: str) -> list[tuple]:
+        try:
+            hits = search(index, question, limit=10, use_dense=use_dense)
+        except QueryError:  # a Russian question without the semantic side: nothing found
+            return []
+        return [(h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor) for h in hits]
+
+    return [ranking(q.question) for q in queries]
 
 
 _TOKEN = re.compile(r"\w+")
@@ -310,47 +325,61 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     index = open_index(root)
     queries = canonical(index, queries)
     toolbox = Toolbox(index, root)
-    print(f"fsdp-skill bench search: {len(queries)} queries, torch {index.torch_version}, "
+    print(f"fsdp-skill bench search: {len(queries)} dev queries, torch {index.torch_version}, "
           f"{index.document_count()} documents", flush=True)
 
-    our_ranked = our_rankings(index, queries)
-    ours = score_rankings(queries, our_ranked)
+    semantic_mode = index.dense is not None
+    print(f"search mode: {index.search_mode}", flush=True)
     baseline = PlainBM25(index)
+    sets = [(label, queries if label == "dev" else canonical(index, load_queries(root / "tests" / "eval" / name)))
+            for label, name in EVAL_SETS if label == "dev" or (not getattr(args, "queries", None)
+                                                               and (root / "tests" / "eval" / name).is_file())]
+    print(f"\nquality                              Recall@1  Recall@5  MRR@10")
+    results: dict[str, Quality] = {}
+    for label, qs in sets:
+        rows = [("fsdp-skill " + ("semantic" if semantic_mode else "lexical"), score_rankings(qs, our_rankings(index, qs)))]
+        if semantic_mode:
+            rows.append(("fsdp-skill lexical only", score_rankings(qs, our_rankings(index, qs, use_dense=False))))
+        rows.append(("plain BM25", score_rankings(qs, [baseline.rank(q.question) for q in qs])))
+        results[label] = rows[0][1]
+        for name, quality in rows:
+            print(f"  {label + f' ({len(qs)})':16s} {name:24s} {quality.recall1:6.3f}    {quality.recall5:6.3f}  {quality.mrr:6.3f}")
+        plain = rows[-1][1]
+        ours = rows[0][1]
+        if label == "ru/ja":
+            print(f"    target Recall@5 >= {TARGETS['multilingual_recall5']} "
+                  f"{_mark(ours.recall5 >= TARGETS['multilingual_recall5'])}")
+        else:
+            print(f"    targets Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
+                  f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
+                  f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
+    our_ranked = our_rankings(index, queries)
     plain_ranked = [baseline.rank(q.question) for q in queries]
-    plain = score_rankings(queries, plain_ranked)
-    print(f"\nquality on {len(queries)} dev queries   Recall@1  Recall@5  MRR@10")
-    print(f"  fsdp-skill index              {ours.recall1:6.3f}    {ours.recall5:6.3f}  {ours.mrr:6.3f}")
-    print(f"  plain BM25                    {plain.recall1:6.3f}    {plain.recall5:6.3f}  {plain.mrr:6.3f}")
-    heldout_path = root / "tests" / "eval" / "heldout.jsonl"
-    if heldout_path.is_file() and not getattr(args, "queries", None):
-        # Questions written after the ranking was tuned on the dev set: how well the tuning generalises.
-        heldout = canonical(index, load_queries(heldout_path))
-        h_ours = score_rankings(heldout, our_rankings(index, heldout))
-        h_plain = score_rankings(heldout, [baseline.rank(q.question) for q in heldout])
-        print(f"  held-out ({len(heldout)}) fsdp-skill      {h_ours.recall1:6.3f}    {h_ours.recall5:6.3f}  {h_ours.mrr:6.3f}")
-        print(f"  held-out ({len(heldout)}) plain BM25      {h_plain.recall1:6.3f}    {h_plain.recall5:6.3f}  {h_plain.mrr:6.3f}")
-    print(f"  targets: Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
-          f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
-          f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
     n_tasks, ours_p3, ours_p5 = pattern_recall(queries, our_ranked)
     if n_tasks:
         _, plain_p3, plain_p5 = pattern_recall(queries, plain_ranked)
-        print(f"  task questions ({n_tasks}) whose expected pattern ranks in the top 3 / top 5: "
+        print(f"  dev task questions ({n_tasks}) whose expected pattern ranks in the top 3 / top 5: "
               f"fsdp-skill {ours_p3:.3f} / {ours_p5:.3f}, plain BM25 {plain_p3:.3f} / {plain_p5:.3f}")
-    for question, top in ours.misses:
-        print(f"  not in top 5: {question!r} -> {top}")
+    for question, top in results["dev"].misses:  # dev only: the blind set's misses are never shown
+        print(f"  dev, not in top 5: {question!r} -> {top}")
 
     rounds = 5
     ours_t = [timed(toolbox.search_docs, q.question, 5, None) for _ in range(rounds) for q in queries]
+    lexical_t = [timed(search, index, q.question, 5, None, False) for _ in range(rounds) for q in queries]
     bm25_t = [timed(baseline.rank, q.question) for _ in range(rounds) for q in queries]
     ours_ms, ours_cpu = [w for w, _ in ours_t], [c for _, c in ours_t]
     bm25_ms = [w for w, _ in bm25_t]
     p50, p99 = percentile(ours_ms, 50), percentile(ours_ms, 99)
-    print(f"\nlatency (in-process search_docs, {len(ours_ms)} calls; wall clock, CPU time in brackets)")
-    print(f"  search_docs   p50 {p50:6.2f} ms ({percentile(ours_cpu, 50):.2f})  p99 {p99:6.2f} ms "
-          f"({percentile(ours_cpu, 99):.2f})   targets p50 <= {TARGETS['p50_ms']} {_mark(p50 <= TARGETS['p50_ms'])}, "
-          f"p99 <= {TARGETS['p99_ms']} {_mark(p99 <= TARGETS['p99_ms'])}")
-    print(f"  rank-bm25     p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
+    p50_target = TARGETS["semantic_p50_ms" if semantic_mode else "p50_ms"]
+    print(f"\nlatency (in-process, {len(ours_ms)} calls each; wall clock, CPU time in brackets)")
+    print(f"  search_docs, {'semantic' if semantic_mode else 'lexical'}  p50 {p50:6.2f} ms ({percentile(ours_cpu, 50):.2f})  "
+          f"p99 {p99:6.2f} ms ({percentile(ours_cpu, 99):.2f})   target p50 <= {p50_target} {_mark(p50 <= p50_target)}")
+    if semantic_mode:
+        lex_p50 = percentile([w for w, _ in lexical_t], 50)
+        print(f"  search, lexical only   p50 {lex_p50:6.2f} ms ({percentile([c for _, c in lexical_t], 50):.2f})  "
+              f"p99 {percentile([w for w, _ in lexical_t], 99):6.2f} ms   target p50 <= {TARGETS['p50_ms']} "
+              f"{_mark(lex_p50 <= TARGETS['p50_ms'])}")
+    print(f"  rank-bm25              p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
           f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)")
 
     tokens, mcp_ms = response_tokens(root, queries)

@@ -77,10 +77,11 @@ def rank_key(score: float, kind: str, id: str) -> tuple[float, int, str]:
     return (-round(score, SCORE_DECIMALS), KIND_ORDER[kind], id)
 
 
-def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None) -> list[Hit]:
-    """The `limit` best documents for a query (raises QueryError for an unusable query)."""
+def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None, use_dense: bool = True) -> list[Hit]:
+    """The `limit` best documents for a query (raises QueryError for an unusable query). `use_dense=False`
+    ranks lexically even when the semantic side is there (the bench compares the two)."""
     parsed = parse_query(text, index)
-    dense = index.dense
+    dense = index.dense if use_dense else None
     if not parsed.lexical and dense is None:
         raise QueryError(NON_LATIN_HINT.format(enable=semantic.ENABLE_HINT))
     lexical = lexical_ranking(index, parsed, kind) if parsed.lexical else []

@@ -40,7 +40,18 @@ class SearchResult(BaseModel):
 class SearchResponse(BaseModel):
     query: str
     torch_version: str
+    mode: str  # "semantic" (lexical fused with multilingual embeddings) or "lexical"
     results: list[SearchResult]
+
+
+class ApiListPage(BaseModel):
+    module: str | None
+    start_index: int
+    end_index: int
+    total: int
+    next_start_index: int | None
+    text: str  # "## module" headings, one "- name: summary" line per public name, then how to get the next page
+    torch_version: str
 
 
 class VerificationStatus(BaseModel):

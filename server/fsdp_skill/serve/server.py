@@ -21,11 +21,12 @@ from pydantic import Field
 
 from fsdp_skill import __version__
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
-    ApiEntryResult, ExampleDetail, ExampleList, PatternDetail, PatternList, ReferenceList, ReferencePage,
+    ApiEntryResult, ApiListPage, ExampleDetail, ExampleList, PatternDetail, PatternList, ReferenceList, ReferencePage,
     SearchResponse, VerifyResult,
 )
 from fsdp_skill.serve.tools import EXAMPLE_PAGE, MAX_EXAMPLE_PAGE, MAX_LIMIT, Toolbox
@@ -40,7 +41,8 @@ Offline documentation for PyTorch FSDP (fully_shard / FSDP2 and FullyShardedData
 and torch.distributed, pinned to torch {torch_version}. Start with search_docs; use get_api for \
 exact signatures and defaults (short names and aliases like all_reduce, dist.barrier, FSDP work); \
 read_reference for a whole topic or section; list_patterns/get_pattern for runnable scripts. \
-Examples carry their verification status (passed / failed / skipped / doc-bug) on this torch."""
+Examples carry their verification status (passed / failed / skipped / doc-bug) on this torch. \
+Search mode: {search_mode}."""
 
 SearchKind = Literal["section", "api", "example", "pattern"]
 ExampleStatus = Literal["passed", "failed", "skipped", "doc-bug", "not verified"]
@@ -59,7 +61,7 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
     box = Toolbox(index or open_index(root), root)
     server = MCPServer(
         "pytorch-fsdp", title="PyTorch FSDP docs", version=__version__, log_level="WARNING",
-        instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version),
+        instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version, search_mode=box.index.search_mode),
     )
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
@@ -84,6 +86,17 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         """The full documentation of one API: signature, parameters, returns, deprecation, notes, examples
         with their verification status, and the upstream URL. An unknown name gives the closest names."""
         return _answer(lambda: box.get_api(symbol))
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def list_api(
+        module: Annotated[str | None, Field(description="Only this module and its submodules, e.g. 'torch.distributed.checkpoint' (or 'dist.checkpoint', 'dcp'); omit for every name.")] = None,
+        start_index: Annotated[int, Field(description="Position to start from (the previous page's next_start_index).")] = 0,
+    ) -> ApiListPage:
+        """Every public name of the docs with its one-line summary, grouped by module, about 2,000 tokens a
+        page; the last line says how to get the next page. Use it instead of search_docs when you do not know
+        what an API is called, want to see everything a module offers, or a search did not find the name:
+        scan the summaries, then get_api(name) for the chosen one."""
+        return _answer(lambda: box.list_api(module, start_index))
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def read_reference(
@@ -182,6 +195,11 @@ def _add_prompts(server: MCPServer, torch_version: str) -> None:
         return hang_prompt(symptom, backend, torch_version)
 
 
+def mode_of(server: MCPServer) -> str:
+    """The search mode line of a built server (it is the last sentence of its instructions)."""
+    return (server.instructions or "").rsplit("Search mode: ", 1)[-1].rstrip(".")
+
+
 def _check_port_free(host: str, port: int) -> None:
     if not 1 <= port <= 65535:
         raise UserError(f"--port must be between 1 and 65535, got {port}")
@@ -194,17 +212,21 @@ def _check_port_free(host: str, port: int) -> None:
 
 def cli_serve(args: argparse.Namespace) -> int:
     server = build_server(allow_run=args.allow_run)
+    # The semantic model loads in the background while the client connects (lexical mode: no-op).
+    semantic.warm_up()
+    server_mode = mode_of(server)
     if args.http:
         _check_port_free(args.host, args.port)
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"fsdp-skill serve: warning: listening on {args.host}, not loopback; there is no authentication",
                   file=sys.stderr)
-        print(f"fsdp-skill serve: streamable HTTP on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
+        print(f"fsdp-skill serve: streamable HTTP on http://{args.host}:{args.port}/mcp, search mode {server_mode}",
+              file=sys.stderr, flush=True)
         server.run("streamable-http", host=args.host, port=args.port)
     else:
         if sys.stdin.isatty():
             # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.
             print("fsdp-skill serve: MCP server on stdio, waiting for a client (see README, 'MCP clients'); "
-                  "Ctrl-C to stop", file=sys.stderr, flush=True)
+                  f"search mode {server_mode}; Ctrl-C to stop", file=sys.stderr, flush=True)
         server.run()
     return 0

@@ -14,10 +14,11 @@ from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.search.query import QueryError, resolve_prefix
 from fsdp_skill.serve.results import (
-    ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
+    ApiEntryResult, ApiListPage, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
     PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
 )
 from fsdp_skill.search.ranking import KINDS, search
+from fsdp_skill.serve.api_list import ApiListError, api_lines, filter_module, render_page
 from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve.results import VerificationStatus
 from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
@@ -65,7 +66,8 @@ class Toolbox:
             )
             for h in hits
         ]
-        return SearchResponse(query=query, torch_version=self.index.torch_version, results=results)
+        mode = "semantic" if self.index.dense is not None else "lexical"
+        return SearchResponse(query=query, torch_version=self.index.torch_version, mode=mode, results=results)
 
     # ------------------------------------------------------------------ API entries
 
@@ -102,6 +104,17 @@ class Toolbox:
         fields = {k: entry[k] for k in ApiEntryResult.model_fields if k in entry and k != "examples"}
         return ApiEntryResult(**fields, examples=examples, torch_version=self.index.torch_version,
                               other_matches=others)
+
+    def list_api(self, module: str | None = None, start_index: int = 0) -> ApiListPage:
+        lines = api_lines(self.index.payloads("api"))
+        try:
+            if module and module.strip():
+                lines = filter_module(lines, module)
+            text, end, next_start = render_page(lines, module, start_index)
+        except ApiListError as exc:
+            raise ToolInputError(str(exc)) from None
+        return ApiListPage(module=module or None, start_index=start_index, end_index=end, total=len(lines),
+                           next_start_index=next_start, text=text, torch_version=self.index.torch_version)
 
     # ------------------------------------------------------------------ references
 
