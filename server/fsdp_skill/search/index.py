@@ -43,15 +43,16 @@ if TYPE_CHECKING:
     from fsdp_skill.search.documents import Document
 
 INDEX_SCHEMA = 4  # bump whenever build_index writes different content for the same catalog
-# bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts.
-COLUMN_WEIGHTS = (10.0, 10.0, 4.0, 1.0, 0.5)
+# bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts,
+# anchors (what other documents say about an API: search/anchors.py; below the entry's own words).
+COLUMN_WEIGHTS = (10.0, 10.0, 4.0, 1.0, 0.5, 0.5)
 
 _SCHEMA = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE docs(
     rowid INTEGER PRIMARY KEY, kind TEXT NOT NULL, id TEXT NOT NULL, title TEXT NOT NULL,
     symbol TEXT, reference TEXT, anchor TEXT, url TEXT, blocks TEXT NOT NULL, payload TEXT NOT NULL,
-    UNIQUE(kind, id));
+    prior REAL NOT NULL, UNIQUE(kind, id));
 CREATE INDEX docs_symbol ON docs(symbol);
 CREATE TABLE names(name TEXT NOT NULL, qualified_name TEXT NOT NULL, rank INTEGER NOT NULL,
     PRIMARY KEY(name, qualified_name)) WITHOUT ROWID;
@@ -65,7 +66,7 @@ CREATE INDEX anchors_reference ON anchors(reference, anchor);
 CREATE TABLE vectors(rowid INTEGER PRIMARY KEY, text_sha256 TEXT NOT NULL, vector BLOB NOT NULL);
 -- Contentless: snippets come from docs.blocks, so FTS keeps only the inverted index (half the size).
 CREATE VIRTUAL TABLE docs_fts USING fts5(
-    title, symbol, keys, body, body_parts,
+    title, symbol, keys, body, body_parts, anchors,
     content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
 INSERT INTO docs_fts(docs_fts, rank) VALUES('rank', 'bm25({", ".join(map(str, COLUMN_WEIGHTS))})');
 """
@@ -156,12 +157,12 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
     documents = catalog_documents(catalog, root)
     for rowid, doc in enumerate(documents, start=1):
         conn.execute(
-            "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rowid, doc.kind, doc.id, doc.title, doc.symbol, doc.reference, doc.anchor, doc.url,
-             doc.blocks_json(), doc.payload_json()),
+             doc.blocks_json(), doc.payload_json(), doc.prior),
         )
-        conn.execute("INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts) VALUES (?, ?, ?, ?, ?, ?)",
-                     (rowid, *doc.fts_row()))
+        conn.execute("INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts, anchors) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", (rowid, *doc.fts_row()))
 
     names: dict[tuple[str, str], int] = {}
 
@@ -333,13 +334,13 @@ class DocsIndex:
                          (match, *rowids))
         return {rowid: -rank for rowid, rank in rows}
 
-    def doc_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str | None, str | None]]:
-        """rowid → (kind, id, symbol, reference): all ranking needs, without loading the blocks."""
+    def doc_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str | None, str | None, float]]:
+        """rowid → (kind, id, symbol, reference, prior): all ranking needs, without loading the blocks."""
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
-        rows = self._all(f"SELECT rowid, kind, id, symbol, reference FROM docs WHERE rowid IN ({marks})", rowids)
-        return {r: (k, i, s, ref) for r, k, i, s, ref in rows}
+        rows = self._all(f"SELECT rowid, kind, id, symbol, reference, prior FROM docs WHERE rowid IN ({marks})", rowids)
+        return {r: (k, i, s, ref, prior) for r, k, i, s, ref, prior in rows}
 
     def pattern_scores(self, match: str) -> dict[int, float]:
         """bm25 of every pattern matching `match`. Patterns are the last documents the build writes, so

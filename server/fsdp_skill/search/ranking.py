@@ -54,7 +54,7 @@ class Hit:
     snippet: str
 
 
-Keys = dict[int, tuple[str, str, str | None, str | None]]
+Keys = dict[int, tuple[str, str, str | None, str | None, float]]
 
 
 def is_class_name(qualified: str) -> bool:
@@ -93,7 +93,10 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
         keys = index.doc_keys(nearest)
         fused = semantic.fuse([rowid for rowid, _ in lexical], nearest)
         keys.update(index.doc_keys([rowid for rowid in fused if rowid not in keys]))
-        ranked = sorted(fused.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
+        # The document prior (a section of bare command output ranks below one that says what to do)
+        # applies to the fused score too.
+        scored = {rowid: score * keys[rowid][4] for rowid, score in fused.items()}
+        ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     chosen = diversified(index, ranked, limit)
     docs = index.docs([rowid for rowid, _ in chosen])
     words = list(dict.fromkeys([*parsed.highlight, *(t for t in parsed.terms if len(t) >= 3)]))
@@ -116,8 +119,8 @@ def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> 
     keys = index.doc_keys(list(pool))
     ranked: list[tuple[tuple[float, int, str], int, float]] = []
     for rowid, base in pool.items():
-        doc_kind, doc_id, symbol, reference = keys[rowid]
-        score = base * KIND_PRIOR[doc_kind]
+        doc_kind, doc_id, symbol, reference, prior = keys[rowid]
+        score = base * KIND_PRIOR[doc_kind] * prior
         strength = symbols.get(symbol or "", 0.0)
         if not strength and symbol and "." in symbol:
             strength = members.get(symbol.rsplit(".", 1)[0], 0.0)
@@ -134,12 +137,14 @@ def diversified(index: DocsIndex, ranked: list[tuple[int, float]], limit: int, k
     """The first `limit` of a ranking with at most MAX_EXAMPLES_PER_SYMBOL examples per symbol and
     MAX_MEMBERS_PER_CLASS members per class: five copies of one thing crowd out everything else."""
     keys = keys if keys is not None else index.doc_keys([rowid for rowid, _ in ranked])
-    api_symbols = index.api_symbols
+    # Only classes that are themselves candidates cap their members: a question that matches five
+    # methods of a class it does not ask about still gets them.
+    api_symbols = {symbol for kind, _, symbol, _, _ in keys.values() if kind == "api"}
     chosen: list[tuple[int, float]] = []
     examples_seen: dict[str, int] = {}
     members_seen: dict[str, int] = {}
     for rowid, score in ranked:
-        doc_kind, _, symbol, _ = keys[rowid]
+        doc_kind, _, symbol, _, _ = keys[rowid]
         if doc_kind == "example":
             seen = examples_seen.get(symbol or "", 0)
             if seen >= MAX_EXAMPLES_PER_SYMBOL:

@@ -78,13 +78,36 @@ def _cut_text(text: str, budget: int, words: Sequence[str]) -> str:
         first = min(hits)
         sentence = flat.rfind(". ", 0, first)
         start = sentence + 2 if sentence >= 0 and first - sentence < budget // 2 else flat.rfind(" ", 0, first) + 1
+    if start > 0:
+        start = _outside_link(flat, start)
     prefix = _ELLIPSIS if start > 0 else ""
     room = budget - len(prefix) - len(_ELLIPSIS)
     piece = flat[start : start + room]
     if start + room < len(flat):
         cut = piece.rfind(" ")
-        piece = (piece[:cut] if cut > room // 2 else piece).rstrip(" ,;:") + _ELLIPSIS
+        piece = _without_open_link(piece[:cut] if cut > room // 2 else piece).rstrip(" ,;:") + _ELLIPSIS
     return prefix + piece
+
+
+_LINK = re.compile(r"\[[^\]]*\]\([^)\s]*\)")
+
+
+def _outside_link(text: str, start: int) -> int:
+    """`start`, or the end of the markdown link it falls inside: a snippet never opens mid-link."""
+    for match in _LINK.finditer(text):
+        if match.start() < start < match.end():
+            return match.end() + (1 if text[match.end():match.end() + 1] == " " else 0)
+        if match.start() >= start:
+            break
+    return start
+
+
+def _without_open_link(piece: str) -> str:
+    """The piece without a trailing markdown link cut in half (`[text](https://exa`)."""
+    opening = piece.rfind("[")
+    if opening >= 0 and not _LINK.search(piece, opening):
+        return piece[:opening].rstrip()
+    return piece
 
 
 def _cut_code(text: str, budget: int) -> str | None:

@@ -89,12 +89,13 @@ def filter_module(lines: list[ApiLine], module: str) -> list[ApiLine]:
     from fsdp_skill.search.vocabulary import vocabulary
 
     cleaned = module.strip().rstrip(".")
-    wanted = vocabulary().symbol_aliases.get(cleaned.lower()) or resolve_prefix(cleaned + ".x")[:-2]
+    alias = vocabulary().symbol_aliases.get(cleaned.lower())  # dcp → torch.distributed.checkpoint
+    modules = {line.module for line in lines}
+    wanted = alias if alias in modules else resolve_prefix(cleaned + ".x")[:-2]
     if not wanted.startswith("torch"):
         wanted = f"torch.{wanted}" if any(l.module.startswith(f"torch.{wanted}") for l in lines) else wanted
     chosen = [line for line in lines if line.module == wanted or line.module.startswith(wanted + ".")]
     if not chosen:
-        modules = sorted({line.module for line in lines})
-        raise ApiListError(f"no public names in module {module[:200]!r}: pass one of {', '.join(modules)}, "
+        raise ApiListError(f"no public names in module {module[:200]!r}: pass one of {', '.join(sorted(modules))}, "
                            "or omit module to list every name")
     return chosen
