@@ -18,8 +18,8 @@ from fsdp_skill.serve import verification
 from fsdp_skill.serve.server import build_server
 from fsdp_skill.search.snippets import open_fence_at
 
-READ_ONLY_TOOLS = {"search_docs", "get_api", "read_reference", "list_references", "list_examples", "get_example",
-                   "list_patterns", "get_pattern"}
+READ_ONLY_TOOLS = {"search_docs", "get_api", "list_api", "read_reference", "list_references", "list_examples",
+                   "get_example", "list_patterns", "get_pattern"}
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +107,43 @@ def test_get_api_accepts_short_names_and_aliases_and_lists_other_meanings(tree: 
 
 
 # ---------------------------------------------------------------- references
+
+
+def test_list_api_pages_cover_every_public_name_once_grouped_by_module(tree: Path) -> None:
+    async def body(client: Client) -> tuple[list[dict], dict, str]:
+        pages, start = [], 0
+        while start is not None:
+            page = await call(client, "list_api", start_index=start)
+            pages.append(page)
+            start = page["next_start_index"]
+        return pages, await call(client, "list_api", module="dist"), await call_error(client, "list_api", module="nope")
+
+    pages, dist_page, error = with_client(tree, body)
+    names = [line for page in pages for line in page["text"].splitlines() if line.startswith("- ")]
+    assert len(names) == pages[0]["total"] and len(set(names)) == len(names)
+    assert "## torch.distributed\n" in pages[0]["text"] and "- all_reduce: Reduces the tensor data" in pages[0]["text"]
+    assert pages[-1]["text"].rstrip().endswith("the last page. get_api(name) gives a name's full entry.]")
+    assert dist_page["total"] <= pages[0]["total"] and "torch.distributed" in dist_page["text"]
+    assert "no public names in module 'nope'" in error and "torch.distributed" in error
+
+
+def test_list_api_pages_stay_near_two_thousand_tokens_and_say_how_to_go_on() -> None:
+    from fsdp_skill.serve.api_list import PAGE_CHARS, ApiLine, render_page
+
+    lines = [ApiLine(f"torch.m{i // 50}", f"name_{i}", "does a thing " * 4, False) for i in range(400)]
+    text, end, next_start = render_page(lines, None, 0)
+    assert len(text) <= PAGE_CHARS + 200 and next_start == end < 400
+    assert f"Next page: list_api(start_index={end})" in text
+    second, _, _ = render_page(lines, None, end)
+    assert second.startswith(f"## {lines[end].module} (continued)") or second.startswith(f"## {lines[end].module}\n")
+
+
+def test_search_responses_and_the_server_instructions_say_the_search_mode(tree: Path) -> None:
+    async def body(client: Client) -> dict:
+        return await call(client, "search_docs", query="fully_shard")
+
+    assert with_client(tree, body)["mode"] == "lexical"  # the fixture index has no vectors
+    assert "Search mode: lexical" in (build_server(tree).instructions or "")
 
 
 def test_read_reference_pages_cover_the_file_exactly_and_keep_code_blocks_closed(tree: Path) -> None:

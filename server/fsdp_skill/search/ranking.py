@@ -130,7 +130,7 @@ def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> 
             score *= SCOPE_BOOST
         ranked.append((rank_key(score, doc_kind, doc_id), rowid, score))
     ranked.sort()
-    return diversified(index, [(rowid, score) for _, rowid, score in ranked], POOL, keys)
+    return diversified(index, [(rowid, score) for _, rowid, score in ranked], len(ranked), keys)
 
 
 def diversified(index: DocsIndex, ranked: list[tuple[int, float]], limit: int, keys: Keys | None = None) -> list[tuple[int, float]]:

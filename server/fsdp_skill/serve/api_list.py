@@ -59,17 +59,16 @@ def render_page(lines: list[ApiLine], module: str | None, start_index: int) -> t
         raise ApiListError(f"start_index must be between 0 and {max(total - 1, 0)}, got {start_index}")
     out: list[str] = []
     used = 0
-    current = None if start_index == 0 else lines[start_index - 1].module
+    current: str | None = None
     end = start_index
     for line in lines[start_index:]:
         text = ""
         if line.module != current:
-            text += f"\n## {line.module}\n"
+            continued = not out and start_index and lines[start_index - 1].module == line.module
+            text += f"\n## {line.module}{' (continued)' if continued else ''}\n"
         text += f"- {line.name}" + (" (deprecated)" if line.deprecated else "") + (f": {line.summary}" if line.summary else "") + "\n"
         if out and used + len(text) > PAGE_CHARS:
             break
-        if line.module != current and not out and start_index:
-            text = f"## {line.module} (continued)\n" + text.lstrip("\n").split("\n", 1)[1]
         out.append(text)
         used += len(text)
         current = line.module

