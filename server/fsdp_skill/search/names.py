@@ -15,18 +15,13 @@ from fsdp_skill.search.vocabulary import vocabulary
 if TYPE_CHECKING:
     from fsdp_skill.search.query import ParsedQuery
 
-# Strength of a name matched through the glued spelling of prose words ("distribute tensor").
-GLUED_STRENGTH = 0.6
-# Strength of an API whose name's words all appear in the question, in any order.
+# Strength of an API whose name the question says in prose: all its words in any order, or glued
+# ("distribute tensor" → distribute_tensor).
 PROSE_NAME_STRENGTH = 0.6
 # Strength of an exact or alias match of a code-like word, and of a short-name match of one.
 EXACT_STRENGTH, SHORT_STRENGTH = 1.0, 0.8
-# A plain English word that happens to be an API's short name ("broadcast"): weak evidence.
-PLAIN_WORD_STRENGTH = 0.3
 # An ambiguous short name lifts its less public spellings by this factor.
 AMBIGUITY = 0.5
-# Strength of an abbreviation's entry when the abbreviation is the query ("FSDP2", "DCP").
-ALIAS_STRENGTH = 2.0
 # Strength of an abbreviation's entry when it is one word of a longer question (× focus).
 ALIAS_CONTEXT_STRENGTH = 0.7
 # Inflections stripped when matching prose words against name words.
@@ -53,8 +48,8 @@ def named_symbols(names: NameTable, parsed: ParsedQuery) -> dict[str, float]:
 
     Code-like words (`all_reduce`, `dist.barrier`, `DeviceMesh`) are deliberate: full strength for an
     exact or alias match, a little less for a short name. Plain words that happen to be API names
-    (`broadcast`, `Shard`) only count when typed exactly as the API spells them, and weakly: "reduce
-    memory" is not a question about `dist.reduce`.
+    (`broadcast`, `reduce`) name nothing by themselves: "reduce memory" is not a question about
+    `dist.reduce` (their text match still counts).
     """
     strengths: dict[str, float] = {}
 
@@ -66,7 +61,7 @@ def named_symbols(names: NameTable, parsed: ParsedQuery) -> dict[str, float]:
         # spelling of a multi-part name, so ordinary word pairs never qualify.
         for rank, qualified in names.resolve_name(glued)[:1]:
             if rank >= 2 and len(identifier_parts(qualified.rsplit(".", 1)[-1])) > 1:
-                lift(qualified, GLUED_STRENGTH)
+                lift(qualified, PROSE_NAME_STRENGTH)
     for qualified in prose_names(names, parsed.prose):
         lift(qualified, PROSE_NAME_STRENGTH)
     for word in parsed.symbol_words:
@@ -76,8 +71,7 @@ def named_symbols(names: NameTable, parsed: ParsedQuery) -> dict[str, float]:
     for qualified in parsed.alias_symbols:
         if names.resolve_name(qualified):
             if parsed.content_words <= 2:  # "FSDP2", "DCP save": the abbreviation is the subject
-                # The entry never spells the abbreviation, so its text match is weak: lift it harder.
-                lift(qualified, ALIAS_STRENGTH)
+                lift(qualified, EXACT_STRENGTH)
             elif names_part_of(qualified, parsed.terms):
                 # "how do I shard my model with FSDP2": another word of the question is part of the
                 # entry's name (shard ∈ fully_shard), so the entry itself is a likely answer. Without
@@ -97,8 +91,6 @@ def _lift_spelling(names: NameTable, word: str, lift) -> None:
         ambiguity = 1.0 if position == 0 else AMBIGUITY  # an ambiguous short name: its most public spelling
         if is_identifier(word) or rank == 3:
             lift(qualified, (EXACT_STRENGTH if rank <= 1 else SHORT_STRENGTH) * ambiguity)
-        elif qualified.rsplit(".", 1)[-1] == word:
-            lift(qualified, PLAIN_WORD_STRENGTH * ambiguity)
 
 
 def prose_names(names: NameTable, words: Iterable[str]) -> list[str]:

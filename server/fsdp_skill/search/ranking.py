@@ -35,8 +35,9 @@ KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0}
 # Among equal scores: the exact reference first, then the verified recipe, the prose, the bare code.
 KIND_ORDER = {"api": 0, "pattern": 1, "section": 2, "example": 3}
 SCORE_DECIMALS = 3  # what search_docs reports; ties are judged at that precision
-# How much a named symbol lifts each kind of document about that symbol.
-SYMBOL_BOOST = {"api": 1.0, "example": 0.6, "section": 0.0, "pattern": 0.0}
+# The kinds of document a named symbol lifts (its entry and its examples; sections and patterns are
+# about topics, not one name), by 1 + the name's strength.
+SYMBOL_BOOSTED_KINDS = frozenset({"api", "example"})
 MAX_EXAMPLES_PER_SYMBOL = 1
 MAX_MEMBERS_PER_CLASS = 2
 # Lift for documents in the topic an abbreviation names (FSDP2 → fsdp2.md and FSDPModule …).
@@ -124,8 +125,8 @@ def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> 
         strength = symbols.get(symbol or "", 0.0)
         if not strength and symbol and "." in symbol:
             strength = members.get(symbol.rsplit(".", 1)[0], 0.0)
-        if strength:
-            score *= 1.0 + strength * SYMBOL_BOOST[doc_kind]
+        if strength and doc_kind in SYMBOL_BOOSTED_KINDS:
+            score *= 1.0 + strength
         if parsed.scopes and in_scope(parsed.scopes, reference, symbol, index.pattern_tags.get(rowid, frozenset())):
             score *= SCOPE_BOOST
         ranked.append((rank_key(score, doc_kind, doc_id), rowid, score))
