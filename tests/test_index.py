@@ -433,11 +433,14 @@ def committed_index():
     idx.close()
 
 
-def test_eval_set_has_fifty_questions_whose_answers_exist_in_the_committed_catalog(committed_index) -> None:
+@pytest.mark.parametrize("name, size", [("queries.jsonl", 50), ("heldout.jsonl", 20), ("blind.jsonl", 60),
+                                        ("multilingual.jsonl", 12)])
+def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_catalog(committed_index, name: str,
+                                                                                     size: int) -> None:
     from fsdp_skill.cli.bench_search import canonical, load_queries
 
-    queries = load_queries(EVAL / "queries.jsonl")
-    assert len(queries) >= 50 and len({q.question for q in queries}) == len(queries)
+    queries = load_queries(EVAL / name)
+    assert len(queries) >= size and len({q.question for q in queries}) == len(queries)
     canonical(committed_index, queries)  # raises on an expected symbol the catalog lacks
     sections = {f"{k[3]}#{k[4]}" for k, _ in committed_index.document_texts()} | set(committed_index.ids("section"))
     patterns = set(committed_index.ids("pattern"))
@@ -447,13 +450,27 @@ def test_eval_set_has_fifty_questions_whose_answers_exist_in_the_committed_catal
         assert query.patterns <= patterns, (query.question, query.patterns - patterns)
 
 
-def test_ranking_meets_the_recall_and_mrr_targets_and_beats_plain_bm25_on_the_dev_set(committed_index) -> None:
+# CI gates, set just under what `fsdp-skill bench search` measured when they were last changed (issue 11):
+# (set, mode) → (Recall@5, MRR). The blind set is gated too, but never tuned on: a fall below its gate
+# means a change hurt questions nobody tuned for.
+GATES = {
+    ("queries.jsonl", "lexical"): (0.96, 0.85), ("blind.jsonl", "lexical"): (0.71, 0.58),
+    ("queries.jsonl", "semantic"): (0.95, 0.86), ("blind.jsonl", "semantic"): (0.78, 0.65),
+    ("multilingual.jsonl", "semantic"): (0.75, 0.45),
+}
+
+
+@pytest.mark.parametrize("name, mode", sorted(GATES))
+def test_ranking_stays_above_its_gate_and_plain_bm25_on_the_dev_and_blind_sets(committed_index, name: str, mode: str) -> None:
     from fsdp_skill.cli.bench_search import PlainBM25, canonical, load_queries, our_rankings, score_rankings
 
-    queries = canonical(committed_index, load_queries(EVAL / "queries.jsonl"))
-    ours = score_rankings(queries, our_rankings(committed_index, queries))
+    if mode == "semantic" and committed_index.dense is None:
+        pytest.skip(f"semantic gate: {committed_index.search_mode}")
+    queries = canonical(committed_index, load_queries(EVAL / name))
+    ours = score_rankings(queries, our_rankings(committed_index, queries, use_dense=mode == "semantic"))
     plain = score_rankings(queries, [PlainBM25(committed_index).rank(q.question) for q in queries])
-    assert ours.recall5 >= 0.95 and ours.mrr >= 0.85, (ours.recall5, ours.mrr, ours.misses)
+    recall5, mrr = GATES[(name, mode)]
+    assert ours.recall5 >= recall5 and ours.mrr >= mrr, (ours.recall5, ours.mrr, len(ours.misses))
     assert ours.recall5 > plain.recall5 and ours.mrr > plain.mrr
 
 
