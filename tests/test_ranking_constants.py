@@ -3,15 +3,12 @@ when it stops doing its job. (Constants that moved neither dev set were removed;
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from search_fixture import make_tree
-
 from fsdp_skill.core.catalog import ApiEntry, Catalog, Section
 from fsdp_skill.search import anchors, names, ranking
 from fsdp_skill.search.index import open_index
 from fsdp_skill.search.query import parse_query
+from search_fixture import make_tree
 
 
 @pytest.fixture(scope="module")

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
-from search_fixture import make_tree
-
 from fsdp_skill.core.catalog import load_catalog
 from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, build_index, open_index
 from fsdp_skill.search.query import QueryError
 from fsdp_skill.search.ranking import search
+from search_fixture import make_tree
 
 
 def test_fusion_adds_the_dense_top_to_the_lexical_top_with_reciprocal_rank_scores() -> None:
@@ -49,7 +49,7 @@ def test_documents_are_embedded_by_title_and_prose_without_code_capped_in_length
 class FakeEncoder:
     """A deterministic stand-in for the model (the real one is exercised by the eval gate)."""
 
-    calls: list[int] = []
+    calls: ClassVar[list[int]] = []
 
     @classmethod
     def passages(cls, texts):

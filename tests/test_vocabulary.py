@@ -7,7 +7,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from fsdp_skill.search.query import parse_query
 from fsdp_skill.search.vocabulary import SOURCE_FORMAT, VOCABULARY_FILE, parse_vocabulary, vocabulary
 

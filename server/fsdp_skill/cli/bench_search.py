@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.search.query import QueryError
 from fsdp_skill.search.ranking import search
 from fsdp_skill.serve.tools import Toolbox
@@ -334,7 +334,7 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     sets = [(label, queries if label == "dev" else canonical(index, load_queries(root / "tests" / "eval" / name)))
             for label, name in EVAL_SETS if label == "dev" or (not getattr(args, "queries", None)
                                                                and (root / "tests" / "eval" / name).is_file())]
-    print(f"\nquality                              Recall@1  Recall@5  MRR@10")
+    print("\nquality                              Recall@1  Recall@5  MRR@10")
     results: dict[str, Quality] = {}
     for label, qs in sets:
         rows = [("fsdp-skill " + ("semantic" if semantic_mode else "lexical"), score_rankings(qs, our_rankings(index, qs)))]

@@ -21,7 +21,7 @@ MAX_APIS_PER_SENTENCE = 2  # the first mentions in corpus order; more would outw
 
 _INLINE_CODE = re.compile(r"`([^`\n]+)`")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(])")
-_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.M)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+", re.MULTILINE)
 _CALL_TAIL = re.compile(r"\(.*$")
 _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 

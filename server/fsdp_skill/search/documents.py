@@ -18,8 +18,8 @@ from pathlib import Path
 from fsdp_skill.core.catalog import ApiEntry, Catalog, Example, Pattern, Section
 from fsdp_skill.search.anchors import anchor_texts
 from fsdp_skill.search.identifiers import body_identifier_parts, identifier_parts, is_identifier
-from fsdp_skill.search.vocabulary import vocabulary
 from fsdp_skill.search.snippets import Block, code_block, markdown_blocks
+from fsdp_skill.search.vocabulary import vocabulary
 
 
 @dataclass

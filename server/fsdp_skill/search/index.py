@@ -27,16 +27,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from urllib.parse import quote
-
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
-from fsdp_skill.search.identifiers import identifier_parts
-from fsdp_skill.search.vocabulary import vocabulary
 from fsdp_skill.search import semantic
+from fsdp_skill.search.identifiers import identifier_parts
 from fsdp_skill.search.snippets import Block
+from fsdp_skill.search.vocabulary import vocabulary
 
 if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog

@@ -16,9 +16,14 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from fsdp_skill.search.identifiers import (  # noqa: F401 - re-exported: the index build imports them from here
-    WORD, body_identifier_parts, identifier_parts, is_identifier, resolve_prefix,
+    WORD,
+    body_identifier_parts,
+    identifier_parts,
+    is_identifier,
+    resolve_prefix,
 )
 from fsdp_skill.search.names import NameTable, named_symbols
 from fsdp_skill.search.vocabulary import vocabulary
@@ -172,7 +177,7 @@ def _split_words(text: str) -> tuple[list[str], list[str]]:
 
 def _glued(plain: list[str]) -> list[str]:
     """Neighbouring prose words glued together, for API names typed as prose ("distribute tensor")."""
-    return [a + b for a, b in zip(plain, plain[1:])] + [a + b + c for a, b, c in zip(plain, plain[1:], plain[2:])]
+    return [a + b for a, b in pairwise(plain)] + [a + b + c for a, b, c in zip(plain, plain[1:], plain[2:])]
 
 
 def _prose_words(text: str) -> list[str]:

