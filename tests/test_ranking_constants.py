@@ -21,7 +21,7 @@ def index(tmp_path_factory: pytest.TempPathFactory):
 
 
 def scores(index, query: str) -> dict[int, float]:
-    return dict(ranking.lexical_ranking(index, parse_query(query, index), None))
+    return dict(ranking.lexical_ranking(index, parse_query(query, index), None)[0])
 
 
 def test_scope_boost_lifts_documents_of_the_topic_an_abbreviation_names_and_nothing_else(index, monkeypatch) -> None:
@@ -55,9 +55,9 @@ def test_at_most_max_members_per_class_survive_when_the_class_is_a_candidate() -
     keys = {1: ("api", "C", "m.C", "r.md", 1.0)}
     keys.update({n: ("api", f"C.f{n}", f"m.C.f{n}", "r.md", 1.0) for n in range(2, 7)})
     ranked = [(rowid, 10.0 - rowid) for rowid in sorted(keys)]
-    chosen = ranking.diversified(None, ranked, 10, keys)  # type: ignore[arg-type] - keys given, index unused
+    chosen = ranking.diversified(ranked, 10, keys)
     assert [rowid for rowid, _ in chosen] == [1, 2, 3]  # the class and MAX_MEMBERS_PER_CLASS = 2 of its methods
-    without_class = ranking.diversified(None, ranked[1:], 10, {k: v for k, v in keys.items() if k != 1})  # type: ignore[arg-type]
+    without_class = ranking.diversified(ranked[1:], 10, {k: v for k, v in keys.items() if k != 1})
     assert len(without_class) == 5  # a class that is not a candidate caps nothing
 
 

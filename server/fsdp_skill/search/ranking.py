@@ -85,27 +85,28 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
     dense = index.dense if use_dense else None
     if not parsed.lexical and dense is None:
         raise QueryError(NON_LATIN_HINT.format(enable=semantic.ENABLE_HINT))
-    lexical = lexical_ranking(index, parsed, kind) if parsed.lexical else []
+    lexical, keys = lexical_ranking(index, parsed, kind) if parsed.lexical else ([], {})
     if dense is None:
         ranked = lexical
     else:
         allowed = None if kind is None else set(index.rowids_of_kind(kind))
         nearest = dense.nearest(semantic.Encoder.query(parsed.normalized), allowed, semantic.DENSE_DEPTH)
-        keys = index.doc_keys(nearest)
+        keys.update(index.doc_keys([rowid for rowid in nearest if rowid not in keys]))
         fused = semantic.fuse([rowid for rowid, _ in lexical], nearest)
         keys.update(index.doc_keys([rowid for rowid in fused if rowid not in keys]))
         # The document prior (a section of bare command output ranks below one that says what to do)
         # applies to the fused score too.
         scored = {rowid: score * keys[rowid][4] for rowid, score in fused.items()}
         ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
-    chosen = diversified(index, ranked, limit)
+    chosen = diversified(ranked, limit, keys)
     docs = index.docs([rowid for rowid, _ in chosen])
     words = list(dict.fromkeys([*parsed.highlight, *(t for t in parsed.terms if len(t) >= 3)]))
     return [Hit(doc=docs[rowid], score=score, snippet=make_snippet(docs[rowid].blocks, words)) for rowid, score in chosen]
 
 
-def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> list[tuple[int, float]]:
-    """(rowid, score) of the lexical candidates, best first: bm25 × kind prior × symbol and scope boosts."""
+def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> tuple[list[tuple[int, float]], Keys]:
+    """(rowid, score) of the lexical candidates, best first: bm25 × kind prior × symbol and scope boosts;
+    and the candidates' keys."""
     match = parsed.match_expression()
     pool = dict(index.candidates(match, kind, POOL))
     symbols = parsed.symbols
@@ -131,13 +132,12 @@ def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> 
             score *= SCOPE_BOOST
         ranked.append((rank_key(score, doc_kind, doc_id), rowid, score))
     ranked.sort()
-    return diversified(index, [(rowid, score) for _, rowid, score in ranked], len(ranked), keys)
+    return diversified([(rowid, score) for _, rowid, score in ranked], len(ranked), keys), keys
 
 
-def diversified(index: DocsIndex, ranked: list[tuple[int, float]], limit: int, keys: Keys | None = None) -> list[tuple[int, float]]:
+def diversified(ranked: list[tuple[int, float]], limit: int, keys: Keys) -> list[tuple[int, float]]:
     """The first `limit` of a ranking with at most MAX_EXAMPLES_PER_SYMBOL examples per symbol and
     MAX_MEMBERS_PER_CLASS members per class: five copies of one thing crowd out everything else."""
-    keys = keys if keys is not None else index.doc_keys([rowid for rowid, _ in ranked])
     # Only classes that are themselves candidates cap their members: a question that matches five
     # methods of a class it does not ask about still gets them.
     api_symbols = {symbol for kind, _, symbol, _, _ in keys.values() if kind == "api"}

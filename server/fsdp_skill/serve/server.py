@@ -219,9 +219,10 @@ def _check_port_free(host: str, port: int) -> None:
 
 
 def cli_serve(args: argparse.Namespace) -> int:
-    server = build_server(allow_run=args.allow_run)
-    # The semantic model loads in the background while the client connects (lexical mode: no-op).
+    # The semantic model loads in the background while the server is built and the client connects
+    # (lexical mode: a no-op), so the first search does not pay for it in full.
     semantic.warm_up()
+    server = build_server(allow_run=args.allow_run)
     server_mode = mode_of(server)
     if args.http:
         _check_port_free(args.host, args.port)
