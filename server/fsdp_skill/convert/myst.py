@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from fsdp_skill.convert.rst import converter as rst
 from fsdp_skill.convert.rst import blocks as rst_blocks
+from fsdp_skill.convert.rst import converter as rst
 
 Warn = Callable[[str, int, str], None]
 # (directive, argument, options, line, heading level for the entries it renders) -> markdown
@@ -75,7 +75,7 @@ _COLON_CLOSE_RE = re.compile(r"^( {0,3})(:{3,})\s*$")
 _TARGET_RE = re.compile(r"^\s*\([\w.:-]+\)=\s*$")
 _COMMENT_RE = re.compile(r"^%")
 _BREAK_RE = re.compile(r"^\+\+\+\s*")
-_ROLE_RE = re.compile(r"\{([A-Za-z][\w.:-]*)\}(`+)(.+?)\2", re.S)
+_ROLE_RE = re.compile(r"\{([A-Za-z][\w.:-]*)\}(`+)(.+?)\2", re.DOTALL)
 _RST_DIRECTIVE_RE = re.compile(r"^\.\. [\w:-]+::")
 _OPTION_RE = re.compile(r"^:([\w-]+):\s*(.*)$")
 _ANCHOR_RE = re.compile(r'^<a id="([^"]+)"></a>\s*$')

@@ -73,7 +73,7 @@ def guess_language(code: list[str]) -> str:
         parses = True
     except (SyntaxError, ValueError):
         parses = False
-    if parses and re.search(r"[=(\[:]|^\s*(import|from|def|class|return)\b", source, re.M):
+    if parses and re.search(r"[=(\[:]|^\s*(import|from|def|class|return)\b", source, re.MULTILINE):
         return "python"
     if _PYTHON_START.match(first):
         return "python"

@@ -11,13 +11,16 @@ from __future__ import annotations
 import csv
 import io
 import re
-from typing import TYPE_CHECKING
 
-from fsdp_skill.convert.rst.blocks import Block, dedent, fence, normalize_language, paragraph_lines
+from fsdp_skill.convert.rst.blocks import (
+    Block,
+    dedent,
+    fence,
+    normalize_language,
+    paragraph_lines,
+)
+from fsdp_skill.convert.rst.context import RstContext
 from fsdp_skill.convert.rst.tables import TableError, list_table, pipe_table
-
-if TYPE_CHECKING:
-    from fsdp_skill.convert.rst.converter import _Converter
 
 ADMONITIONS = {
     "note": "Note", "warning": "Warning", "tip": "Tip", "important": "Important", "seealso": "See also",
@@ -70,7 +73,7 @@ def split_options(body: list[str]) -> tuple[dict[str, str], list[str], int]:
     return options, dedent(body[i:]), i
 
 
-def explicit_markup(conv: _Converter, block: list[str], lineno: int) -> list[Block]:
+def explicit_markup(conv: RstContext, block: list[str], lineno: int) -> list[Block]:
     first = block[0]
     body = dedent(block[1:])
     if re.match(r"^\.\.\s+(_|__:)", first) or re.match(r"^\.\.\s+\|[^|]+\|", first):
@@ -91,7 +94,7 @@ def explicit_markup(conv: _Converter, block: list[str], lineno: int) -> list[Blo
     return []  # a comment
 
 
-def directive(conv: _Converter, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
+def directive(conv: RstContext, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
     short = name.split(":", 1)[1] if name.startswith(("py:", "std:", "rst:")) and name not in MODULE_TRACKING else name
     if short in ADMONITIONS:
         options, content, _ = split_options(body) if not argument else ({}, body, 0)
@@ -135,7 +138,7 @@ def directive(conv: _Converter, name: str, argument: str, body: list[str], linen
     return head + conv.blocks(content, lineno + 1 + offset)
 
 
-def admonition(conv: _Converter, label: str, content: list[str], lineno: int) -> list[Block]:
+def admonition(conv: RstContext, label: str, content: list[str], lineno: int) -> list[Block]:
     """`> **Label:** text`, the whole body quoted; a body not starting with prose gets the label alone."""
     inner = conv.blocks(dedent(content), lineno)
     lines: list[str] = []
@@ -151,7 +154,7 @@ def admonition(conv: _Converter, label: str, content: list[str], lineno: int) ->
     return [["> " + ln if ln else ">" for ln in lines]]
 
 
-def image(conv: _Converter, kind: str, argument: str, body: list[str], lineno: int) -> list[Block]:
+def image(conv: RstContext, kind: str, argument: str, body: list[str], lineno: int) -> list[Block]:
     options, content, offset = split_options(body)
     uri = "".join(argument.split())
     if conv.resolve_uri is not None:
@@ -165,8 +168,8 @@ def image(conv: _Converter, kind: str, argument: str, body: list[str], lineno: i
     return [[picture]] + caption_blocks
 
 
-def table_directive(conv: _Converter, kind: str, title: str, body: list[str], lineno: int) -> list[Block]:
-    options, content, offset = split_options(body)
+def table_directive(conv: RstContext, kind: str, title: str, body: list[str], lineno: int) -> list[Block]:
+    options, content, _offset = split_options(body)
     head = [paragraph_lines(f"**{conv.inline(title)}**")] if title else []
     try:
         if kind == "list-table":
@@ -184,7 +187,7 @@ def table_directive(conv: _Converter, kind: str, title: str, body: list[str], li
         return head + [fence(content, "text")]
 
 
-def autodoc(conv: _Converter, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
+def autodoc(conv: RstContext, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
     options, content, _ = split_options(body)
     if name == "autosummary":
         argument = "\n".join(ln.strip() for ln in content if ln.strip() and not ln.lstrip().startswith(":"))

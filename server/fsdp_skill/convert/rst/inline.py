@@ -122,9 +122,9 @@ def _link(body: str, targets: dict[str, str], resolve_uri: Callable[[str], str] 
             url = targets[url[:-1]]
         return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})"
     # `name`_ : a reference to a named target defined elsewhere in the document.
-    url = targets.get(target.lower()) or targets.get(target)
+    named_url = targets.get(target.lower()) or targets.get(target)
     text = _unescape(target)
-    return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})" if url else text
+    return f"[{_link_text(text)}]({_link_url(named_url, resolve_uri)})" if named_url else text
 
 
 def _link_text(text: str) -> str:
