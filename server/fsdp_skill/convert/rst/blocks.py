@@ -9,6 +9,8 @@ import ast
 import re
 import textwrap
 
+from fsdp_skill.core.markdown import fence_marker
+
 Block = list[str]
 
 _LANGUAGES = {
@@ -33,10 +35,12 @@ def indent_of(line: str) -> int:
 
 
 def dedent(lines: list[str]) -> list[str]:
-    """Remove the common indentation of the non-blank lines; blank lines become empty."""
+    """Remove the common indentation of the non-blank lines; blank lines become empty. Trailing
+    whitespace is kept: a doctest's expected output is compared as written (the markdown emitters
+    strip it where it would show)."""
     indents = [indent_of(ln) for ln in lines if ln.strip()]
     cut = min(indents) if indents else 0
-    return [ln[cut:].rstrip() if ln.strip() else "" for ln in lines]
+    return [ln[cut:] if ln.strip() else "" for ln in lines]
 
 
 def indented_end(lines: list[str], start: int) -> int:
@@ -100,8 +104,7 @@ def fence(code: list[str], language: str) -> Block:
         code = code[1:]
     while code and not code[-1].strip():
         code = code[:-1]
-    longest = max((len(m) for ln in code for m in re.findall(r"^\s*(`{3,})", ln)), default=2)
-    marker = "`" * max(3, longest + 1)
+    marker = fence_marker("\n".join(code))
     return [f"{marker}{language}"] + [ln.rstrip() for ln in code] + [marker]
 
 
