@@ -83,7 +83,7 @@ def _role(name: str, body: str, substitutions: dict[str, str]) -> str:
     if short in _PY_ROLES:
         return _py_role_text(short, body)
     if short == "math":
-        return f"${_unescape(body).strip()}$"
+        return f"${body.strip()}$"  # LaTeX: backslashes are commands, not RST escapes
     if short in _CODE_ROLES:
         return code_span(_unescape(body))
     if short in ("emphasis", "em"):
