@@ -25,6 +25,9 @@ _TEXT_ROLES = {"ref", "doc", "term", "numref", "abbr", "title-reference", "title
 _DROPPED_ROLES = {"octicon", "fa", "bdg", "bdg-primary", "bdg-secondary", "bdg-info", "bdg-success",
                   "bdg-warning", "bdg-danger", "index"}
 
+# Every role the converter renders on purpose (others are kept as code); a domain prefix (py:, std:) is allowed.
+KNOWN_ROLES = frozenset(_PY_ROLES | _CODE_ROLES | _TEXT_ROLES | _DROPPED_ROLES | {"math", "emphasis", "em", "strong"})
+
 _INLINE = re.compile(
     r"""
     (?P<literal>``(?P<literal_body>\S(?:.*?\S)??)``(?!`))
