@@ -225,3 +225,17 @@ def test_output_of_a_mixed_page_has_no_artefacts() -> None:
     out = convert(page, hook)
     assert artefacts(out) == []
     assert [c[0] for c in hook.calls] == ["currentmodule", "autofunction"]
+
+
+def test_link_syntax_inside_a_code_span_is_not_rewritten_but_a_role_in_a_link_label_is() -> None:
+    out = convert("# T\n\nWrite `[text](page.md)` as in [the {class}`DTensor` page](dtensor/api.md).\n",
+                  resolve_uri=lambda uri: "https://docs.example/" + uri)
+    assert "`[text](page.md)`" in out
+    assert "[the `DTensor` page](https://docs.example/dtensor/api.html)" in out
+
+
+def test_links_in_headings_and_reference_style_links() -> None:
+    out = convert("# See [DDP](notes/ddp.md)\n\nA [ref][r] link.\n\n[r]: other.md\n",
+                  resolve_uri=lambda uri: "https://docs.example/" + uri)
+    assert out.startswith("# See [DDP](https://docs.example/notes/ddp.html)\n")
+    assert "A [ref][r] link." in out

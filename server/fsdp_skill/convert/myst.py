@@ -9,6 +9,7 @@ reaches the output byte for byte except for the MyST constructs that need rewrit
   table shared with the RST converter (`convert.sphinx_directives`) — admonitions become block
   quotes, navigation vanishes, autodoc and `{currentmodule}` go to the hook;
 - `{func}`/`{class}`/`{ref}`/… roles (`myst_role` tokens): converted by `rst.inline_to_markdown`;
+- relative links (`link_open` tokens): made absolute upstream URLs; a bare Sphinx label keeps its text;
 - `(label)=` targets, `%` comments, `+++` breaks, front matter, HTML comments: dropped;
 - definition lists: the term as a paragraph, the definition's blocks under it;
 - plain code fences keep their language; an unlabeled one gets `python` when it parses as Python.
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from markdown_it.token import Token
 
 from fsdp_skill.convert.markdown import admonition
-from fsdp_skill.convert.myst_tokens import RoleSpans, myst_parser, replace_roles
+from fsdp_skill.convert.myst_tokens import InlineEdits, Rewrites, myst_parser, rewrite_inline
 from fsdp_skill.convert.rst import blocks as rst_blocks
 from fsdp_skill.convert.rst import converter as rst
 from fsdp_skill.convert.sphinx_directives import (
@@ -50,26 +51,22 @@ _DROPPED_BLOCKS = frozenset({"myst_target", "myst_line_comment", "myst_block_bre
 _RST_DIRECTIVE_RE = re.compile(r"^\.\. [\w:-]+::")
 _OPTION_RE = re.compile(r"^:([\w-]+):\s*(.*)$")
 _ANCHOR_RE = re.compile(r'^<a id="([^"]+)"></a>\s*$')
-_RELATIVE_LINK_RE = re.compile(r"(?<!!)\[([^\]\n]*)\]\((?!<?[a-zA-Z][\w+.-]*:|#)<?([^)\s>]+)>?\)")
 _DEFINITION_MARKER = re.compile(r"^[:~][ \t]+")
 
 
-def resolve_links(text: str, resolve_uri: Callable[[str], str] | None) -> str:
-    """Relative links → absolute upstream URLs (a `page.md` link becomes `page.html` on the docs
-    site); a link to a bare Sphinx label, which has no address outside the docs build, keeps only
-    its text rather than leaving a link that is broken in references/."""
-    if resolve_uri is None:
-        return text
+def _link_target(resolve_uri: Callable[[str], str]) -> Callable[[str], str | None]:
+    """A relative link destination → the absolute upstream URL (a `page.md` link becomes
+    `page.html` on the docs site); a bare Sphinx label, which has no address outside the docs
+    build, → None: the link keeps only its text rather than being broken in references/."""
 
-    def replace(match: re.Match[str]) -> str:
-        label, target = match.group(1), match.group(2)
-        path, hash_, fragment = target.partition("#")
+    def target(destination: str) -> str | None:
+        path, hash_, fragment = destination.partition("#")
         if "/" not in path and "." not in path:
-            return label
+            return None
         path = re.sub(r"\.(md|rst|ipynb)$", ".html", path)
-        return f"[{label}]({resolve_uri(path)}{hash_}{fragment})"
+        return f"{resolve_uri(path)}{hash_}{fragment}"
 
-    return _RELATIVE_LINK_RE.sub(replace, text)
+    return target
 
 
 def code_language(info: str, code: str) -> str:
@@ -146,14 +143,15 @@ class _PageConverter:
         self.autodoc = autodoc
         self.level = 0  # level of the last heading seen: autodoc entries nest one below it
         self.parser = myst_parser()
+        self.rewrites = Rewrites(rst.inline_to_markdown, _link_target(resolve_uri) if resolve_uri else None)
 
     def convert(self, text: str, first_line: int) -> str:
         lines = text.splitlines()
         tokens = self.parser.parse("\n".join(lines) + "\n")
-        roles = RoleSpans(tokens, lines)
-        for line, role in roles.unplaced:
-            self.warn(self.origin, first_line + line, f"role {role[:80]} kept as written: its text was not found")
-        page = _Page(lines, roles.converted_lines(rst.inline_to_markdown), first_line)
+        edits = InlineEdits(tokens, lines, self.rewrites)
+        for line, text in edits.unplaced:
+            self.warn(self.origin, first_line + line, f"{text[:80]} kept as written: its line was not found")
+        page = _Page(lines, edits.rewritten_lines(), first_line)
         blocks: list[str] = []
         for block_tokens in _top_level_blocks(tokens):
             block = self._block(block_tokens, page)
@@ -172,7 +170,7 @@ class _PageConverter:
             return None
         if token.type == "heading_open":
             self.level = int(token.tag[1])
-            return "#" * self.level + " " + self._links(replace_roles(tokens[1], rst.inline_to_markdown).strip())
+            return "#" * self.level + " " + rewrite_inline(tokens[1], self.rewrites).strip()
         if token.type in ("fence", "colon_fence"):
             return self._fence(token, page_line)
         if token.type == "code_block":
@@ -204,13 +202,13 @@ class _PageConverter:
         for index in range(start, end):
             if index in verbatim:
                 if chunk:
-                    out.append(self._links("\n".join(chunk)))
+                    out.append("\n".join(chunk))
                     chunk = []
                 out.append(page.lines[index])
             elif (converted := page.converted[index]) is not None:
                 chunk.append(converted)
         if chunk:
-            out.append(self._links("\n".join(chunk)))
+            out.append("\n".join(chunk))
         return "\n".join(out)
 
     def _definition_list(self, tokens: list[Token], page: _Page) -> str:
@@ -228,13 +226,10 @@ class _PageConverter:
             parts.append(text)
         return "\n\n".join(parts)
 
-    def _links(self, text: str) -> str:
-        return resolve_links(text, self.resolve_uri)
-
     def _inline(self, text: str) -> str:
         """A directive argument (text the page parse did not see as inline): roles and links converted."""
         tokens = self.parser.parseInline(text)
-        return self._links(replace_roles(tokens[0], rst.inline_to_markdown)) if tokens else text
+        return rewrite_inline(tokens[0], self.rewrites) if tokens else text
 
     # -- directive fences --------------------------------------------------------------------
 
