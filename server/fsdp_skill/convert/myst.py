@@ -28,7 +28,12 @@ from dataclasses import dataclass
 from markdown_it.token import Token
 
 from fsdp_skill.convert.markdown import admonition
-from fsdp_skill.convert.myst_tokens import InlineEdits, Rewrites, myst_parser, rewrite_inline
+from fsdp_skill.convert.myst_tokens import (
+    InlineEdits,
+    Rewrites,
+    myst_parser,
+    rewrite_inline,
+)
 from fsdp_skill.convert.rst import blocks as rst_blocks
 from fsdp_skill.convert.rst import converter as rst
 from fsdp_skill.convert.sphinx_directives import (
@@ -149,8 +154,8 @@ class _PageConverter:
         lines = text.splitlines()
         tokens = self.parser.parse("\n".join(lines) + "\n")
         edits = InlineEdits(tokens, lines, self.rewrites)
-        for line, text in edits.unplaced:
-            self.warn(self.origin, first_line + line, f"{text[:80]} kept as written: its line was not found")
+        for line, written in edits.unplaced:
+            self.warn(self.origin, first_line + line, f"{written[:80]} kept as written: its line was not found")
         page = _Page(lines, edits.rewritten_lines(), first_line)
         blocks: list[str] = []
         for block_tokens in _top_level_blocks(tokens):
