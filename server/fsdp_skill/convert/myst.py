@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
+from fsdp_skill.convert import sphinx_directives as sphinx
 from fsdp_skill.convert.markdown import admonition
 from fsdp_skill.convert.myst_tokens import (
     InlineEdits,
@@ -36,14 +37,6 @@ from fsdp_skill.convert.myst_tokens import (
 )
 from fsdp_skill.convert.rst import blocks as rst_blocks
 from fsdp_skill.convert.rst import converter as rst
-from fsdp_skill.convert.sphinx_directives import (
-    ADMONITION_TITLES,
-    CODE_LANGUAGES,
-    VERSION_NOTE_TITLES,
-    Kind,
-    kind_of,
-    short_name,
-)
 from fsdp_skill.core.markdown import fence_marker
 
 __all__ = ["PageAutodocHook", "Warn", "anchor_before", "myst_to_markdown"]
@@ -243,31 +236,31 @@ class _PageConverter:
         if not info.startswith("{"):
             return fence(token.content, code_language(info, token.content))
         directive = _parse_directive(info, token.content, page_line)
-        kind, short = kind_of(directive.name), short_name(directive.name)
-        if kind is Kind.EVAL_RST:
+        kind, short = sphinx.kind_of(directive.name), sphinx.short_name(directive.name)
+        if kind is sphinx.Kind.EVAL_RST:
             return self._rst(directive.body, directive.body_line)
-        if kind in (Kind.AUTODOC, Kind.MODULE):
-            name = "currentmodule" if kind is Kind.MODULE else short  # one name for the hook, as RST
+        if kind in (sphinx.Kind.AUTODOC, sphinx.Kind.MODULE):
+            name = "currentmodule" if kind is sphinx.Kind.MODULE else short  # one name for the hook, as RST
             return self._autodoc(name, directive.argument, directive.options, page_line)
-        if kind is Kind.DROPPED:
+        if kind is sphinx.Kind.DROPPED:
             return None
-        if kind is Kind.CODE:
-            declared = CODE_LANGUAGES[short] or directive.argument
+        if kind is sphinx.Kind.CODE:
+            declared = sphinx.CODE_LANGUAGES[short] or directive.argument
             return fence(directive.body, code_language(declared, directive.body))
-        if kind is Kind.MATH:
+        if kind is sphinx.Kind.MATH:
             return fence(directive.body, "math")
-        if kind is Kind.IMAGE:
+        if kind is sphinx.Kind.IMAGE:
             return self._image(directive)
-        if kind in (Kind.ADMONITION, Kind.VERSION_NOTE):
+        if kind in (sphinx.Kind.ADMONITION, sphinx.Kind.VERSION_NOTE):
             return self._admonition(kind, short, directive)
         body = self._body(directive)
-        if kind is Kind.CONTAINER:
+        if kind is sphinx.Kind.CONTAINER:
             return body
-        if kind is Kind.TITLED_CONTAINER and directive.argument:
+        if kind is sphinx.Kind.TITLED_CONTAINER and directive.argument:
             return f"**{self._inline(directive.argument)}**\n\n{body}"
-        if kind is Kind.DESCRIPTION and directive.argument:
+        if kind is sphinx.Kind.DESCRIPTION and directive.argument:
             return f"**`{directive.argument}`**\n\n{body}"
-        if kind in (Kind.TITLED_CONTAINER, Kind.DESCRIPTION):
+        if kind in (sphinx.Kind.TITLED_CONTAINER, sphinx.Kind.DESCRIPTION):
             return body
         self.warn(self.origin, page_line, f"unknown MyST directive {{{directive.name}}}: its body is kept as plain text")
         return body or None
@@ -281,19 +274,19 @@ class _PageConverter:
         caption = self._body(directive).strip()
         return f"![{alt}]({uri})" + (f"\n\n{caption}" if caption else "")
 
-    def _admonition(self, kind: Kind, name: str, directive: _Directive) -> str:
+    def _admonition(self, kind: sphinx.Kind, name: str, directive: _Directive) -> str:
         """`{note}`: the argument, if any, is the body's first line (MyST passes it as content, as
         RST does); `{admonition} Title`: the argument is the label; version notes: "New in version X"."""
         body = self._body(directive)
         argument = directive.argument
-        if kind is Kind.VERSION_NOTE:
+        if kind is sphinx.Kind.VERSION_NOTE:
             version, _, text = argument.partition(" ")
-            title = f"{VERSION_NOTE_TITLES[name]} {version}".strip()
+            title = f"{sphinx.VERSION_NOTE_TITLES[name]} {version}".strip()
             lead = self._inline(text) if text else ""
         elif name == "admonition":
             title, lead = self._inline(argument) or "Note", ""
         else:
-            title, lead = ADMONITION_TITLES[name], self._inline(argument) if argument else ""
+            title, lead = sphinx.ADMONITION_TITLES[name], self._inline(argument) if argument else ""
         return admonition(title, "\n\n".join(part for part in (lead, body) if part))
 
     def _autodoc(self, name: str, argument: str, options: dict[str, str], page_line: int) -> str | None:
