@@ -1,6 +1,10 @@
 """Line helpers shared by the RST converter: indentation, fences, paragraphs, list items, joining.
 
 A Block is the markdown lines of one block-level element; blocks are joined with one blank line.
+
+The indentation helpers (`indent_of`, `dedent`, `indented_end`) are also how `apidoc.docstring_sections`
+cuts a docstring into its sections: one rule, here, for where an indented RST block ends, so the
+splitter and the converter never disagree about it (apidoc may import convert, not the reverse).
 """
 
 from __future__ import annotations
