@@ -37,11 +37,11 @@ from fsdp_skill.convert.myst_tokens import (
 )
 from fsdp_skill.convert.rst import blocks as rst_blocks
 from fsdp_skill.convert.rst import converter as rst
+from fsdp_skill.convert.rst.context import Warn
 from fsdp_skill.core.markdown import fence_marker
 
 __all__ = ["PageAutodocHook", "Warn", "anchor_before", "myst_to_markdown"]
 
-Warn = Callable[[str, int, str], None]
 # (directive, argument, options, line, heading level for the entries it renders) -> markdown
 PageAutodocHook = Callable[[str, str, dict[str, str], int, int], str]
 
