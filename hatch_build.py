@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from hatchling.builders.config import BuilderConfig
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 DATA = "fsdp_skill/_data"
 TOP_LEVEL_FILES = ("SKILL.md", "LICENSE")
 
 
-class SkillDataHook(BuildHookInterface):  # type: ignore[misc]  # hatchling ships no type information
+class SkillDataHook(BuildHookInterface[BuilderConfig]):
     PLUGIN_NAME = "skill-data"
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:

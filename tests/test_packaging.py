@@ -1,7 +1,8 @@
 """The wheel a user installs: it carries the skill's data, and works with no checkout anywhere on sys.path.
 
-The wheel is built once per session from this tree (`python -m build --wheel --no-isolation`, offline: the
-build backend comes from the dev extra), installed with `pip install --no-deps` into a fresh venv whose only
+The sdist is built once per session from this tree, and the wheel from that sdist (`python -m build
+--no-isolation`, offline: the build backend comes from the dev extra), so the wheel's data proves the sdist
+carries it too. The wheel is installed with `pip install --no-deps` into a fresh venv whose only
 link to the project venv is a .pth file naming that venv's site-packages (for mcp, pydantic, ...). Python
 does not process .pth files inside a folder added that way, so the editable install's .pth (the checkout's
 server/) stays out: each run asserts that `fsdp_skill` imports from the fresh venv and serves its own data.
@@ -16,6 +17,7 @@ import os
 import subprocess
 import sys
 import sysconfig
+import tarfile
 import venv
 import zipfile
 from pathlib import Path
@@ -51,14 +53,20 @@ needs_build = pytest.mark.skipif(_missing_build_tools() is not None, reason=_mis
 
 
 @pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sdist, and the wheel built from it (what `python -m build` does by default)."""
     out = tmp_path_factory.mktemp("dist")
     before = sorted(p.name for p in ROOT.iterdir())
-    result = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+    result = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(ROOT)],
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert sorted(p.name for p in ROOT.iterdir()) == before  # no build/, dist/ or *.egg-info left in the checkout
-    (built,) = out.glob("*.whl")
+    return out
+
+
+@pytest.fixture(scope="session")
+def wheel(dist: Path) -> Path:
+    (built,) = dist.glob("*.whl")
     return built
 
 
@@ -142,6 +150,18 @@ def test_wheel_carries_every_skill_file_under_the_package_and_nothing_else(wheel
 
 
 @needs_build
+def test_sdist_holds_the_repository_the_wheel_is_built_from(dist: Path) -> None:
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {name.partition("/")[2] for name in archive.getnames()}
+    assert {"pyproject.toml", "hatch_build.py", "LICENSE", "README.md", "SKILL.md", "references/catalog.json",
+            "references/index.sqlite", "scripts/verify_examples.py", "server/fsdp_skill/__init__.py",
+            "upstream/pytorch/LICENSE", "upstream/pytorch-tutorials/LICENSE"} <= names
+    assert {f"assets/{p.relative_to(ROOT / 'assets').as_posix()}" for p in (ROOT / "assets").rglob("*.py")} <= names
+    assert not [n for n in names if n.startswith(".ci/") or "__pycache__" in n]
+
+
+@needs_build
 def test_wheel_metadata_has_the_skill_version_licence_classifiers_and_urls(wheel: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         meta = email.message_from_bytes(archive.read(f"pytorch_fsdp_skill-{__version__}.dist-info/METADATA"))
@@ -165,6 +185,9 @@ def test_installed_wheel_imports_from_the_fresh_venv_and_reads_the_package_data(
     version = run(installed, "--version", cwd=elsewhere)
     assert version.returncode == 0 and f"fsdp-skill {__version__}" in version.stdout
     assert "(installed package data)" in version.stdout
+    as_module = subprocess.run([str(installed / "python"), "-m", "fsdp_skill", "--version"], capture_output=True,
+                               text=True, cwd=elsewhere, env=_clean_env(), timeout=60, check=False)
+    assert as_module.stdout == version.stdout
 
 
 @needs_build
