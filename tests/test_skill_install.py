@@ -97,12 +97,22 @@ def test_a_folder_that_is_not_this_skill_is_never_replaced(tmp_path: Path) -> No
     assert [p.name for p in target.iterdir()] == ["thesis.tex"]
 
 
+def test_a_clone_of_the_repository_is_never_replaced(copy_of_install: Path) -> None:
+    _set_version(copy_of_install, "0.0.1")
+    (copy_of_install / ".git").mkdir()
+    (copy_of_install / "server").mkdir()
+    with pytest.raises(UserError, match=r"other files too \(\.git, server\).*never replaced, even with --force"):
+        install_skill(copy_of_install, force=True, source=ROOT)
+    assert (copy_of_install / ".git").is_dir()
+
+
 def test_a_file_in_the_way_or_the_source_itself_is_refused(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x", encoding="utf-8")
     with pytest.raises(UserError, match="not a folder"):
         install_skill(tmp_path / "file", source=ROOT)
-    with pytest.raises(UserError, match="overlaps"):
-        install_skill(ROOT / "references", force=True, source=ROOT)
+    for overlapping in (ROOT, ROOT / "references", ROOT / "assets" / "patterns" / "x", ROOT.parent):
+        with pytest.raises(UserError, match="overlaps"):
+            install_skill(overlapping, force=True, source=ROOT)
 
 
 def test_a_failed_copy_leaves_the_old_folder_and_no_temporary_folder(

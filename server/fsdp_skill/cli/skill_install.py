@@ -7,7 +7,7 @@ The folder is built next to the target under a temporary name, checked with the 
 `fsdp-skill validate`, and swapped in by renames: an interrupted install leaves either the old folder or
 the new one, never a mix (its temporary folder is removed by the next run). An existing folder is
 replaced only when it is this skill: a different version, or local edits to the same version, need
---force; a folder that is not a pytorch-fsdp skill is never replaced.
+--force; a folder that is not a pytorch-fsdp skill, or holds more than one (a clone), is never replaced.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def _check_source(source: Path) -> SkillInfo:
 
 def _already_installed(target: Path, source: Path, info: SkillInfo, files: dict[str, Path], force: bool) -> bool:
     """True when `target` holds exactly these files; False when it may be written; raises when it must not be."""
-    if target == source or source.is_relative_to(target) or target.is_relative_to(source):
+    inside_data = any(target.is_relative_to(source / item.split("/")[0]) for item in SKILL_ITEMS)
+    if target == source or source.is_relative_to(target) or inside_data:
         raise UserError(f"{target} overlaps the skill data it would be copied from ({source}): pick another --dir")
     if target.exists() and not target.is_dir():
         raise UserError(f"{target} exists and is not a folder: pick another --dir")
@@ -115,6 +116,14 @@ def _already_installed(target: Path, source: Path, info: SkillInfo, files: dict[
         raise UserError(
             f"{target} is not empty and holds no {SKILL_NAME} skill (no SKILL.md named {SKILL_NAME}): it is never "
             "replaced, even with --force; pick another --dir or empty that folder yourself"
+        )
+    ours = {item.split("/")[0] for item in SKILL_ITEMS}
+    foreign = sorted(p.name for p in target.iterdir() if p.name not in ours)
+    if foreign:
+        raise UserError(
+            f"{target} holds the {SKILL_NAME} skill and other files too ({', '.join(foreign[:3])}"
+            f"{', ...' if len(foreign) > 3 else ''}), e.g. a git clone: it is never replaced, even with --force; "
+            "update a clone with git, or pick another --dir"
         )
     changed = _differences(files, target)
     if there.version == info.version and not changed:
