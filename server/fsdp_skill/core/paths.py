@@ -93,7 +93,7 @@ def repo_root() -> Path:
 def writable_root(what: str) -> Path:
     """The data folder for a command that writes into it (or needs more than a wheel carries, like upstream/).
 
-    `what` says what the command does there ("this command rewrites upstream/"). Installed package data
+    `what` says what the command does there ("fetch rewrites the upstream/ cache"). Installed package data
     is never modified: there, this raises CheckoutRequired, one line naming the way out.
     """
     found = locate()
