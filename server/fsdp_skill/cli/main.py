@@ -86,7 +86,7 @@ def _add_skill(sub: argparse._SubParsersAction) -> None:
         "install", help="write the skill folder from this fsdp-skill's data (default ~/.claude/skills/pytorch-fsdp)",
         description="Write SKILL.md, references/, assets/ and scripts/ into a skill folder, atomically. An existing "
         "pytorch-fsdp skill of another version (or with local edits) is replaced only with --force; a folder that "
-        "is not this skill is never replaced.",
+        "is not this skill, or is a clone of the repository, is never replaced.",
     )
     i.add_argument("dir", nargs="?", help="the skill folder (default: ~/.claude/skills/pytorch-fsdp)")
     i.add_argument("--dir", dest="dir_option", metavar="DIR", help="the skill folder (same as the positional DIR)")
