@@ -55,6 +55,13 @@ def _add_show(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="fsdp_skill.cli.search:cli_show")
 
 
+def _add_api(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("api", help="list every public name with its one-line summary, by module (the list_api tool)")
+    p.add_argument("--module", help="only this module and its submodules (torch.distributed.checkpoint, dcp, dist)")
+    p.add_argument("--all", action="store_true", help="every page at once instead of the first")
+    p.set_defaults(handler="fsdp_skill.cli.search:cli_api")
+
+
 def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
@@ -132,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and where the data is read from")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_fetch, _add_regenerate, _add_search, _add_show, _add_serve, _add_verify, _add_validate,
+    for add in (_add_fetch, _add_regenerate, _add_search, _add_show, _add_api, _add_serve, _add_verify, _add_validate,
                 _add_skill, _add_bench):
         add(sub)
     return parser

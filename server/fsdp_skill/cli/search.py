@@ -100,3 +100,14 @@ def cli_show(args: argparse.Namespace) -> int:
         return 0
     _console().print(render_api(entry))
     return 0
+
+
+def cli_api(args: argparse.Namespace) -> int:
+    box = _toolbox()
+    start: int | None = 0
+    while start is not None:
+        page = box.list_api(args.module, start)
+        text = page.text if args.all is False else page.text.rsplit("\n[", 1)[0]
+        print(text)
+        start = page.next_start_index if args.all else None
+    return 0
