@@ -41,7 +41,7 @@ class Document:
 
     def fts_row(self) -> tuple[str, str, str, str, str, str]:
         """Column values for docs_fts: title, symbol, keys (+ parts of title and names), body, body parts, anchors."""
-        head = " ".join([self.title, self.symbol_text])
+        head = f"{self.title} {self.symbol_text}"
         return (
             self.title,
             self.symbol_text,

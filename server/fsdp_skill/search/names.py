@@ -7,13 +7,11 @@ the strengths it produces (`ParsedQuery.symbols`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from fsdp_skill.search.identifiers import identifier_parts, is_identifier
+from fsdp_skill.search.parsed import ParsedQuery
 from fsdp_skill.search.vocabulary import vocabulary
-
-if TYPE_CHECKING:
-    from fsdp_skill.search.query import ParsedQuery
 
 # Strength of an API whose name the question says in prose: all its words in any order, or glued
 # ("distribute tensor" → distribute_tensor).

@@ -138,9 +138,9 @@ def make_snippet(blocks: Sequence[Block], words: Sequence[str], budget: int = SN
     if scores[best] == 0:
         best = 0
     # A lone code block reads better with the sentence that introduces it.
-    if best > 0 and blocks[best][0] == "code" and blocks[best - 1][0] == "text":
-        if len(blocks[best - 1][1]) + len(blocks[best][1]) + 2 <= budget:
-            best -= 1
+    if (best > 0 and blocks[best][0] == "code" and blocks[best - 1][0] == "text"
+            and len(blocks[best - 1][1]) + len(blocks[best][1]) + 2 <= budget):
+        best -= 1
     pieces: list[str] = []
     used = 0
     for kind, text in blocks[best:]:

@@ -1,0 +1,36 @@
+"""`ParsedQuery`: everything ranking needs to know about a query, filled in once by `query.parse_query`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class ParsedQuery:
+    """A user query reduced to what search needs; built by `parse_query` only."""
+
+    text: str  # as typed
+    normalized: str = ""  # NFKC form: what the rest was derived from (and what the dense side embeds)
+    language: str = "latin"  # latin | mixed (Latin and another script) | other (no Latin letter)
+    words: list[str] = field(default_factory=list)  # content words as typed (prefixes resolved)
+    terms: list[str] = field(default_factory=list)  # lowercase FTS terms, deduplicated, in order
+    symbol_words: list[str] = field(default_factory=list)  # words that may name an API entry
+    alias_symbols: list[str] = field(default_factory=list)  # qualified names named by abbreviations
+    highlight: list[str] = field(default_factory=list)  # lowercase strings to look for in snippets
+    scopes: list[str] = field(default_factory=list)  # vocabulary scopes the query names
+    content_words: int = 0  # words left after stop words: how specific the query is
+    glued: list[str] = field(default_factory=list)  # adjacent prose words joined: "distributetensor"
+    # Lowercase words the user wrote as prose (no identifiers, no hyphenated compounds), with their
+    # synonyms: what "the question spells an API name in words" is checked against.
+    prose: list[str] = field(default_factory=list)
+    # API names the query names → strength (1.0 = typed exactly); empty when parsed without a name table.
+    symbols: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def lexical(self) -> bool:
+        """Whether the lexical side has anything to match (a query in another script may not)."""
+        return bool(self.terms)
+
+    def match_expression(self) -> str:
+        """The FTS5 MATCH string: every term quoted, OR-ed. Terms are [a-z0-9_] only."""
+        return " OR ".join(f'"{term}"' for term in self.terms)
