@@ -95,10 +95,14 @@ class Encoder:
         return np.asarray(cls.model().query(text), dtype="<f4")
 
 
+_warm_up_started = threading.Event()
+
+
 def warm_up() -> None:
-    """Load numpy and the model in a background thread (the server calls this at start, so the first
-    search does not wait for the load while the client is still shaking hands)."""
-    if installed() and not disabled_by_environment():
+    """Load numpy and the model in a background thread, once per process (the server calls this at
+    start, so the first search does not wait for the load while the client is still shaking hands)."""
+    if installed() and not disabled_by_environment() and not _warm_up_started.is_set():
+        _warm_up_started.set()
         threading.Thread(target=Encoder.model, name="fsdp-skill-e5-load", daemon=True).start()
 
 

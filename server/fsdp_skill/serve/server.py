@@ -220,7 +220,7 @@ def _check_port_free(host: str, port: int) -> None:
 
 def cli_serve(args: argparse.Namespace) -> int:
     # The semantic model loads in the background while the server is built and the client connects
-    # (lexical mode: a no-op), so the first search does not pay for it in full.
+    # (lexical mode: a no-op; already started by `fsdp-skill serve`'s entry point: a second call is too).
     semantic.warm_up()
     server = build_server(allow_run=args.allow_run)
     server_mode = mode_of(server)
