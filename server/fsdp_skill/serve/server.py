@@ -23,6 +23,7 @@ from fsdp_skill import __version__
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.serve.app import DocsServer
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
     ApiEntryResult, ExampleDetail, ExampleList, PatternDetail, PatternList, ReferenceList, ReferencePage,
@@ -57,7 +58,7 @@ def _answer(call: Callable[[], T]) -> T:
 def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None) -> MCPServer:
     root = (root or repo_root()).resolve()
     box = Toolbox(index or open_index(root), root)
-    server = MCPServer(
+    server = DocsServer(
         "pytorch-fsdp", title="PyTorch FSDP docs", version=__version__, log_level="WARNING",
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version),
     )
@@ -173,12 +174,19 @@ def _add_resources(server: MCPServer, root: Path) -> None:
 def _add_prompts(server: MCPServer, torch_version: str) -> None:
     @server.prompt(name="migrate-fsdp1-to-fsdp2", title="Migrate FSDP1 code to FSDP2",
                    description="Rewrite FullyShardedDataParallel code with fully_shard, argument by argument.")
-    def migrate(code: str = "") -> str:
+    def migrate(
+        code: Annotated[str, Field(description="The FSDP1 code to migrate: the FullyShardedDataParallel wrapping, "
+                                               "training step and checkpoint code. Omit it to be asked for it.")] = "",
+    ) -> str:
         return migrate_prompt(code, torch_version)
 
     @server.prompt(name="debug-distributed-hang", title="Debug a distributed hang",
                    description="A checklist to find why a torch.distributed job hangs or times out.")
-    def debug_hang(symptom: str = "", backend: str = "") -> str:
+    def debug_hang(
+        symptom: Annotated[str, Field(description="What the job does when it hangs: the call it stops in, how many "
+                                                  "ranks and nodes, any timeout message.")] = "",
+        backend: Annotated[str, Field(description="The process group backend: 'nccl' (GPUs) or 'gloo' (CPU).")] = "",
+    ) -> str:
         return hang_prompt(symptom, backend, torch_version)
 
 
