@@ -10,11 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
+from fsdp_skill.serve.server import build_server
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 from search_fixture import make_tree
-
-from fsdp_skill.serve.server import build_server
 
 HUGE = "x" * 100_000
 REPLY_LIMIT = 4_000

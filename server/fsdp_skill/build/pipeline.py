@@ -43,6 +43,7 @@ from fsdp_skill.core.catalog import (
     load_catalog,
 )
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.build.page_checks import PageChecker
 from fsdp_skill.build.lint import problems as lint_problems
 from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
 from fsdp_skill.core.paths import references_dir, repo_root
@@ -153,8 +154,9 @@ def _convert_pages(
     for page in pages:
         if page.id not in used:
             continue
-        text = sources.read_cached(root, page)
         origin = f"upstream/{page.dir}/{page.path}"
+        checker = PageChecker(origin, warn)
+        text = checker.source(sources.read_cached_bytes(root, page)[0], page.format)
         url = sources.docs_url(page, torch_version)
         hook = registry.hook(origin=origin, source=page.id, page_url=url)
         resolve = _site_resolver(page, url)
@@ -164,6 +166,7 @@ def _convert_pages(
             markdown = rst.rst_to_markdown(
                 text, origin=origin, warn=warn, autodoc=_fixed_level(hook, RST_PAGE_ENTRY_LEVEL), resolve_uri=resolve
             )
+        markdown = checker.converted(markdown)
         converted[page.id] = (drop_quotes_matching(markdown, EDIT_ON_GITHUB_NOTE), url)
     return converted
 
@@ -466,13 +469,16 @@ def cli_regenerate(args: argparse.Namespace) -> int:
         print(f"note: {where}: {name} is documented upstream but missing from the installed torch (see api-drift.md)", file=sys.stderr)
     for line in output.warnings:
         print(f"warning: {line}", file=sys.stderr)
+    if args.strict and output.warnings:
+        # Before the problems: a broken upstream page is the cause, the problems in the output its effects.
+        files = ", ".join(dict.fromkeys(line.split(":", 1)[0] for line in output.warnings))
+        count = f"{len(output.warnings)} warning{'s' if len(output.warnings) != 1 else ''}"
+        print(f"fsdp-skill regenerate: --strict and {count} (in {files}); nothing written", file=sys.stderr)
+        return 1
     if output.problems:
         for line in output.problems:
             print(f"error: {line}", file=sys.stderr)
         print(f"fsdp-skill regenerate: {len(output.problems)} problems in the generated files; nothing written", file=sys.stderr)
-        return 1
-    if args.strict and output.warnings:
-        print(f"fsdp-skill regenerate: {len(output.warnings)} warnings and --strict; nothing written", file=sys.stderr)
         return 1
     elapsed = time.perf_counter() - started
     if args.check:
