@@ -4,7 +4,8 @@ Out of the box an unknown prompt, or a prompt argument it does not take, reaches
 "Internal server error" (with a traceback on the server's stderr), and an unknown tool or resource
 echoes the caller's name back whole, however long. Here each one is an INVALID_PARAMS error (or a
 tool error) that quotes at most ~200 characters of the input and lists what would have worked.
-Tool results also carry their structured content as compact JSON text: the pretty-printed copy the
+Over stdio, a request line the SDK's parser rejects gets a JSON-RPC error instead of silence
+(stdio.AnsweringReadStream). Tool results also carry their structured content as compact JSON text: the pretty-printed copy the
 SDK sends by default roughly doubles what a client has to read.
 """
 
@@ -15,14 +16,23 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
 
 from fsdp_skill.core.quoting import quote
+from fsdp_skill.serve.stdio import AnsweringReadStream
 
 
 class DocsServer(MCPServer):
     """MCPServer whose tool, resource and prompt errors are short, specific and never an internal error."""
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with every request answered, even one whose line it cannot parse."""
+        async with stdio_server() as (read_stream, write_stream):
+            server = self._lowlevel_server
+            await server.run(AnsweringReadStream(read_stream, write_stream), write_stream,
+                             server.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         known = sorted(tool.name for tool in await self.list_tools())
