@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -47,12 +46,14 @@ from fsdp_skill.build.page_checks import PageChecker
 from fsdp_skill.build.lint import problems as lint_problems
 from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
 from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.core.scratch import make_scratch_dir
 from fsdp_skill.build.render import SourceRow, drop_empty_sections, drop_quotes_matching, render_reference, split_sections
 from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.search.index import build_index, stale_reason
 
 DRIFT_FILE = "api-drift.md"
+STAGING_PREFIX = ".regenerate-"
 CATALOG_FILE = "catalog.json"
 INDEX_FILE = "index.sqlite"
 RST_PAGE_ENTRY_LEVEL = 3  # heading level of API entries an .rst page's autodoc renders
@@ -410,7 +411,8 @@ def write_output(output: Output, ref_dir: Path, root: Path) -> list[str]:
     """Stage every file in a temp folder inside ref_dir, then move each into place. Returns the names written."""
     ref_dir.mkdir(parents=True, exist_ok=True)
     stale = _previously_generated(ref_dir) - set(output.files)
-    staging = Path(tempfile.mkdtemp(prefix=".regenerate-", dir=ref_dir))
+    # `.regenerate-<pid>-*`: what a killed run left is removed here (and listed by `fsdp-skill validate`).
+    staging = make_scratch_dir(ref_dir, STAGING_PREFIX)
     try:
         for name, text in output.files.items():
             with open(staging / name, "w", encoding="utf-8", newline="\n") as fh:

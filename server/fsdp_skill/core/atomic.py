@@ -6,14 +6,16 @@ Stdlib only, because the example runner (`fsdp_skill.verify`, stdlib + torch) wr
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
+
+from fsdp_skill.core.scratch import make_scratch_file
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temp file in the same folder, then os.replace it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write text to path through a temp file in the same folder, then os.replace it into place.
+
+    The temp file is `.<name>.<pid>-<random>`: one a killed writer left is removed by the next write."""
+    fd, tmp = make_scratch_file(path.parent, f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
