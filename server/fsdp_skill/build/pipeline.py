@@ -16,6 +16,7 @@ catalog (catalog.py) → index (index.py).
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import importlib.util
 import os
@@ -431,15 +432,43 @@ def write_output(output: Output, ref_dir: Path, root: Path) -> list[str]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _provenance_tokens(*catalogs: Catalog) -> list[str]:
+    """The strings that say where the sources came from (refs, commits, URLs), longest first."""
+    tokens: set[str] = set()
+    for catalog in catalogs:
+        tokens.add(catalog.ref)
+        for source in catalog.sources:
+            tokens.update(t for t in (source.ref, source.url, source.commit, (source.commit or "")[:10]) if t)
+    return sorted((t for t in tokens if len(t) >= 4), key=lambda t: (-len(t), t))
+
+
+_TOKEN_COUNT = re.compile(r'"tokens": \d+')  # a reference's size estimate moves with the length of its ref
+
+
+def _without_provenance(text: str, tokens: list[str]) -> str:
+    for token in tokens:
+        text = text.replace(token, "\0")
+    return _TOKEN_COUNT.sub('"tokens": 0', text)
+
+
 def differences(output: Output, ref_dir: Path) -> list[str]:
-    """What `regenerate` would change in ref_dir: one line per differing, new or removed file."""
+    """What `regenerate` would change in ref_dir: one line per differing, new or removed file. A file
+    that differs only where it records the sources' ref, commit or URL (a fetch of byte-identical
+    files moves those) is listed as `provenance:` instead of `differs:`."""
     lines: list[str] = []
+    try:
+        committed: Catalog | None = load_catalog(ref_dir / CATALOG_FILE)
+    except CatalogError:
+        committed = None
+    tokens = _provenance_tokens(output.catalog, committed) if committed else []
     for name in sorted(output.files):
         target = ref_dir / name
         if not target.exists():
             lines.append(f"new:     references/{name}")
         elif target.read_bytes() != output.files[name].encode("utf-8"):
-            lines.append(f"differs: references/{name}")
+            old = target.read_text(encoding="utf-8", errors="replace")
+            same = bool(tokens) and _without_provenance(old, tokens) == _without_provenance(output.files[name], tokens)
+            lines.append(f"provenance: references/{name}" if same else f"differs: references/{name}")
     for name in sorted(_previously_generated(ref_dir) - set(output.files)):
         if (ref_dir / name).exists():
             lines.append(f"removed: references/{name}")
@@ -450,6 +479,14 @@ def differences(output: Output, ref_dir: Path) -> list[str]:
         if reason:
             lines.append(f"differs: references/{INDEX_FILE} ({reason})")
     return lines
+
+
+def short_diff(output: Output, ref_dir: Path, name: str, limit: int = 12) -> list[str]:
+    """The first changed lines between the committed file and the new one, as a unified diff."""
+    old = (ref_dir / name).read_text(encoding="utf-8", errors="replace").splitlines()
+    diff = [line[:160] for line in difflib.unified_diff(old, output.files[name].splitlines(), f"references/{name}",
+                                                         "regenerated", n=0, lineterm="")]
+    return diff[:limit] + ([f"... ({len(diff) - limit} more diff lines)"] if len(diff) > limit else [])
 
 
 def summary(output: Output, seconds: float) -> str:
@@ -488,8 +525,16 @@ def cli_regenerate(args: argparse.Namespace) -> int:
         for line in changed:
             print(line)
         print(summary(output, elapsed))
+        provenance = [line.split("references/", 1)[1] for line in changed if line.startswith("provenance:")]
+        if provenance:
+            print("\n".join(short_diff(output, ref_dir, provenance[0])))
+        if changed and len(provenance) == len(changed):
+            print(f"{len(changed)} files differ only in provenance (the upstream ref, commit or URL the cache records; "
+                  "the content is the same): run `fsdp-skill regenerate` to record it")
+            return 1
         if changed:
-            print(f"{len(changed)} files differ from the committed references/; run `fsdp-skill regenerate`")
+            also = f" ({len(provenance)} of them only in provenance)" if provenance else ""
+            print(f"{len(changed)} files differ from the committed references/{also}; run `fsdp-skill regenerate`")
             return 1
         print("references/ is up to date")
         return 0

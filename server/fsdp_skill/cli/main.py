@@ -28,6 +28,10 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-dir", metavar="DIR", help="seed the cache from a local snapshot instead of the network")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (default 30)")
     p.add_argument("--retries", type=int, default=3, help="retries per file on network errors (default 3)")
+    p.add_argument("--base-url", metavar="URL", help="a mirror serving URL/<owner>/<name>/<ref>/<path> instead of "
+                   "https://raw.githubusercontent.com (env FSDP_SKILL_UPSTREAM_URL)")
+    p.add_argument("--api-url", metavar="URL", help="GitHub API base for commits and trees (default "
+                   "https://api.github.com; env FSDP_SKILL_GITHUB_API)")
     p.set_defaults(handler="fsdp_skill.upstream.fetch:cli_fetch")
 
 

@@ -43,6 +43,10 @@ class CacheUpdate:
     unchanged: int = 0
     refs: dict[str, str] = field(default_factory=dict)
     commits: dict[str, str | None] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)  # '<dir>/<path>' whose bytes are new or differ
+    removed: list[str] = field(default_factory=list)  # '<dir>/<path>' the cache had and no longer has
+    unchecked: dict[str, str] = field(default_factory=dict)  # repo -> why its tree could not be checked
+    source: str | None = None  # the mirror the files came from, when not GitHub
 
 
 class CacheStage:
