@@ -21,6 +21,7 @@ from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read
 from fsdp_skill.core.atomic import unwritable_reason
 
 from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
+from .plan import MAX_LOCAL_RANKS
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
 _STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}
@@ -49,6 +50,12 @@ def _options(args: argparse.Namespace) -> RunOptions:
         raise _InputError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.world_size is not None and not 1 <= args.world_size <= 64:
         raise _InputError(f"--world-size must be between 1 and 64, got {args.world_size}")
+    if args.world_size is not None and args.world_size > MAX_LOCAL_RANKS and not launched_by_torchrun():
+        raise _InputError(
+            f"--world-size {args.world_size}: this runner starts at most {MAX_LOCAL_RANKS} processes on one machine; "
+            f"for more ranks launch it across nodes: torchrun --nnodes N --nproc-per-node M "
+            f"scripts/verify_examples.py --world-size {args.world_size}"
+        )
     return RunOptions(backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout))
 
 
