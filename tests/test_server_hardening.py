@@ -201,3 +201,63 @@ def test_over_stdio_a_request_with_a_lone_surrogate_gets_a_json_rpc_error_and_th
     finally:
         stderr = session.close()
     assert "Traceback" not in stderr, stderr[-2000:]
+
+
+# ---------------------------------------------------------------- small ones, on the repository's own catalog
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("spelling", ["fsdp2-training", "fsdp2_training", "fsdp2_training.py",
+                                      "assets/patterns/fsdp2_training.py", " FSDP2-Training "])
+def test_get_pattern_accepts_the_name_the_file_name_and_its_stem(spelling: str) -> None:
+    async def body(client: Client) -> None:
+        result = await client.call_tool("get_pattern", {"name": spelling})
+        assert not result.is_error, result.content[0].text
+        assert result.structured_content["name"] == "fsdp2-training"
+    with_client(REPO, body)
+
+
+def test_an_unknown_pattern_lists_the_valid_names_sorted() -> None:
+    async def body(client: Client) -> None:
+        result = await client.call_tool("get_pattern", {"name": "nope"})
+        listing = result.content[0].text.split("pass one of: ", 1)[1].split(" (")[0].split(", ")
+        assert listing == sorted(listing) and "fsdp2-training" in listing and "mixed-precision" in listing
+    with_client(REPO, body)
+
+
+def test_status_reasons_are_cut_at_a_word_and_marked_never_mid_word() -> None:
+    from fsdp_skill.serve.results import VerificationStatus
+    from fsdp_skill.serve.verification import summarize
+
+    reason = "fragment: uses MyModule, defined neither by the example nor in the globals of torch.distributed"
+    line = summarize([VerificationStatus(backend="gloo", world_size=1, status="skipped", reason=reason)])
+    shown = line.split("1 rank: ", 1)[1].removesuffix(")")
+    assert shown.endswith("…") and reason.startswith(shown.removesuffix("…")) and reason[len(shown) - 1] == " "
+
+    async def body(client: Client) -> None:
+        entry = await client.call_tool("get_api", {"symbol": "dcp.save"})
+        for example in entry.structured_content["examples"]:
+            assert "of to)" not in example["status"], example["status"]
+    with_client(REPO, body)
+
+
+def test_get_example_folds_comment_lines_into_the_step_they_introduce() -> None:
+    async def body(client: Client) -> None:
+        detail = (await client.call_tool("get_example", {"name": "torch.distributed.fsdp.FullyShardedDataParallel#1"}))
+        steps = detail.structured_content["steps"]
+        assert steps and not [s for s in steps if all(ln.lstrip().startswith("#") or not ln.strip()
+                                                       for ln in s["source"].splitlines())]
+        assert "".join(s["source"] for s in steps).count("# Configure a custom `min_num_params`") == 1
+    with_client(REPO, body)
+
+
+def test_a_passed_example_is_never_described_as_needing_what_it_passed_without() -> None:
+    async def body(client: Client) -> None:
+        listing = (await client.call_tool("list_examples", {"status": "passed", "limit": 200})).structured_content
+        cuda = [e for e in listing["examples"] if "cuda" in e["line"]]
+        assert cuda, "expected passed examples written for CUDA"
+        for example in listing["examples"]:
+            assert "needs" not in example["line"], example
+        assert any("written for cuda" in e["line"] and "passed on gloo" in e["line"] for e in cuda), cuda[:2]
+    with_client(REPO, body)

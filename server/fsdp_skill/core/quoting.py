@@ -22,3 +22,17 @@ def quote(value: object, limit: int = QUOTE_LIMIT) -> str:
         return repr(text) if isinstance(value, str) else text
     cut = repr(text[:limit])
     return f"{cut[:-1]}…{cut[-1]} ({len(text)} characters)"
+
+
+def clip(text: str, limit: int) -> str:
+    """text on one line, cut after a whole word to at most `limit` characters and marked with '…'.
+
+    >>> clip("uses MyModule, defined in the globals of torch.distributed", 45)
+    'uses MyModule, defined in the globals of…'
+    """
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    head = text[: limit + 1]
+    cut = head.rsplit(" ", 1)[0] if " " in head else text[:limit]
+    return cut + "…"

@@ -10,7 +10,7 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.quoting import QUOTE_LIMIT, quote
+from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
 from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.search.query import QueryError, resolve_prefix
@@ -249,7 +249,7 @@ class Toolbox:
             url=symbol_entry.get("url"), code=example["code"],
             steps=[DoctestStepResult(source=s["source"], expected=s.get("expected"),
                                      expected_by_rank={int(k): v for k, v in (s.get("expected_by_rank") or {}).items()})
-                   for s in example["steps"]],
+                   for s in _fold_comment_steps(example["steps"])],
             world_size=example["world_size"], device=example["device"], requires=example["requires"],
             skip=example.get("skip"), status=summarize(statuses), verification=statuses,
             torch_version=self.index.torch_version,
@@ -258,12 +258,22 @@ class Toolbox:
     def list_patterns(self) -> PatternList:
         return PatternList(patterns=[PatternInfo(**p) for p in self.index.payloads("pattern")])
 
+    def _pattern(self, name: str) -> dict | None:
+        """The pattern named `name`, or whose file is `name` (SKILL.md links the files): 'fsdp2-training',
+        'fsdp2_training', 'fsdp2_training.py' and 'assets/patterns/fsdp2_training.py' are one pattern."""
+        wanted = _pattern_key(name)
+        for pattern in self.index.payloads("pattern"):
+            if wanted in (_pattern_key(pattern["name"]), _pattern_key(Path(pattern["file"]).stem)):
+                return pattern
+        return None
+
     def get_pattern(self, name: str) -> PatternDetail:
-        pattern = self.index.payload("pattern", name.strip())
+        pattern = self._pattern(name)
         if pattern is None:
-            names = self.index.ids("pattern")
+            names = sorted(self.index.ids("pattern"))
             listing = ", ".join(names) if names else "(none yet)"
-            raise ToolInputError(f"no pattern {quote(name)}: pass one of: {listing}")
+            raise ToolInputError(f"no pattern {quote(name)}: pass one of: {listing} (a file name such as "
+                                 "fsdp2_training.py works too)")
         path = (self.root / pattern["file"]).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
             raise ToolInputError(f"pattern {quote(name)} is in the catalog but {pattern['file']} is missing from this checkout")
@@ -297,16 +307,49 @@ def _status_words(statuses: list[VerificationStatus]) -> list[str]:
 
 
 def _example_line(example: dict, statuses: list[VerificationStatus]) -> str:
-    """One line: '2 ranks, cpu' (+ 'needs cuda') (+ why it did not pass, shortened)."""
+    """One line: '2 ranks, cpu' (+ 'needs cuda') (+ why it did not pass, shortened). An example that
+    passed somewhere does not 'need' what it was written for: it says where it passed instead."""
     ranks = example["world_size"]
-    line = f"{ranks} rank{'s' if ranks != 1 else ''}, {example['device']}"
+    plural = "s" if ranks != 1 else ""
+    passed_on = list(dict.fromkeys(s.backend for s in statuses if s.status == "passed"))
+    wants = [r for r in example.get("requires") or [] if r != example["device"]]
+    if passed_on and (example["device"] != "cpu" or wants):
+        written_for = ", ".join([example["device"], *wants])
+        return f"{ranks} rank{plural}, written for {written_for}: passed on {' and '.join(passed_on)}"
+    line = f"{ranks} rank{plural}, {example['device']}"
     if example.get("requires"):
         line += f", needs {', '.join(example['requires'])}"
     reason = next((s.reason for s in statuses if s.status != "passed" and s.reason), None)
     if reason:
-        reason = " ".join(reason.split())
-        line += ": " + (reason if len(reason) <= 90 else reason[:89].rstrip() + "…")
+        line += ": " + clip(reason, 90)
     return line
+
+
+def _pattern_key(name: str) -> str:
+    """A pattern name or file path reduced to what tells patterns apart: 'assets/patterns/Fsdp2_Training.py' ->
+    'fsdp2-training'."""
+    stem = name.strip().replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+    return stem.lower().replace("_", "-")
+
+
+def _fold_comment_steps(steps: list[dict]) -> list[dict]:
+    """Steps whose source is only comments (a doctest `>>> # ...` line) joined to the step they introduce."""
+    folded: list[dict] = []
+    pending = ""
+    for step in steps:
+        lines = step["source"].splitlines()
+        only_comments = all(ln.lstrip().startswith("#") or not ln.strip() for ln in lines)
+        if only_comments and not step.get("expected") and not step.get("expected_by_rank"):
+            pending += step["source"].rstrip("\n") + "\n"
+            continue
+        folded.append({**step, "source": pending + step["source"]} if pending else step)
+        pending = ""
+    if pending:  # comments after the last statement: keep them on it
+        if folded:
+            folded[-1] = {**folded[-1], "source": folded[-1]["source"].rstrip("\n") + "\n" + pending}
+        else:
+            folded.append({"source": pending})
+    return folded
 
 
 def _closing_fence(opening: str) -> str:
