@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import selectors
+import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -261,3 +263,85 @@ def test_a_passed_example_is_never_described_as_needing_what_it_passed_without()
             assert "needs" not in example["line"], example
         assert any("written for cuda" in e["line"] and "passed on gloo" in e["line"] for e in cuda), cuda[:2]
     with_client(REPO, body)
+
+
+# ---------------------------------------------------------------- HTTP: --port 0, clients that hang up
+
+
+class HttpServer:
+    """`fsdp-skill serve --http --port 0`: the port is read from the line the server prints."""
+
+    def __init__(self, root: Path) -> None:
+        self.proc = subprocess.Popen([FSDP_SKILL, "serve", "--http", "--port", "0"], stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     env={**os.environ, "FSDP_SKILL_ROOT": str(root)})
+        assert self.proc.stderr
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.proc.stderr, selectors.EVENT_READ)
+            assert selector.select(60), "the server printed nothing within 60 s"
+        self.banner = self.proc.stderr.readline().decode()
+        match = re.fullmatch(r"fsdp-skill serve: streamable HTTP on http://127\.0\.0\.1:(\d+)/mcp\n", self.banner)
+        assert match, self.banner
+        self.port = int(match.group(1))
+
+    def post(self, body: bytes, headers: dict[str, str], content_length: int | None = None,
+             read: bool = True) -> bytes:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as conn:
+            lines = "".join(f"{k}: {v}\r\n" for k, v in {"Host": f"127.0.0.1:{self.port}", **headers}.items())
+            length = len(body) if content_length is None else content_length
+            conn.sendall(f"POST /mcp HTTP/1.1\r\n{lines}Content-Length: {length}\r\n\r\n".encode() + body)
+            reply = b""
+            while read and not reply.endswith(b"\r\n0\r\n\r\n"):  # the last chunk; each recv bounded by the timeout
+                data = conn.recv(65536)
+                if not data:
+                    break
+                reply += data
+            return reply
+
+    def stop(self) -> str:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+        assert self.proc.stderr
+        log = self.proc.stderr.read().decode()
+        self.proc.stderr.close()
+        return log
+
+
+JSON_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def test_serve_http_port_0_listens_on_a_free_port_and_prints_it(tree: Path) -> None:
+    server = HttpServer(tree)
+    try:
+        async def main() -> None:
+            with anyio.fail_after(60):
+                async with Client(f"http://127.0.0.1:{server.port}/mcp") as client:
+                    result = await client.call_tool("get_api", {"symbol": "all_reduce"})
+                    assert result.structured_content["qualified_name"] == "torch.distributed.all_reduce"
+        anyio.run(main)
+    finally:
+        server.stop()
+
+
+def test_a_client_that_hangs_up_mid_request_leaves_no_traceback_in_the_server_log(tree: Path) -> None:
+    server = HttpServer(tree)
+    try:
+        init = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        reply = server.post(init.encode(), JSON_HEADERS)
+        session = re.search(rb"mcp-session-id: (\S+)", reply, re.IGNORECASE)
+        assert session, reply[:300]
+        headers = {**JSON_HEADERS, "mcp-session-id": session.group(1).decode(), "mcp-protocol-version": "2025-06-18"}
+        for _ in range(3):  # the body never arrives in full: the client went away
+            server.post(b'{"jsonrpc":', headers, content_length=1000, read=False)
+        # The server is still fine.
+        call = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                           "params": {"name": "get_api", "arguments": {"symbol": "all_reduce"}}})
+        assert b"torch.distributed.all_reduce" in server.post(call.encode(), headers)
+    finally:
+        log = server.stop()
+    assert "Traceback" not in log and "ClientDisconnect" not in log, log[-3000:]

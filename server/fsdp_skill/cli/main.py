@@ -63,7 +63,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; 0 picks a free port and prints it)")
     p.add_argument("--allow-run", action="store_true", help="register verify_example (runs catalog examples only)")
     p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
 

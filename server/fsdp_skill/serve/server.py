@@ -8,7 +8,6 @@ imports) imports torch, so the server starts in the time the MCP SDK itself need
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from fsdp_skill.core.errors import UserError
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.serve.app import DocsServer
+from fsdp_skill.serve.http import listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
     ApiEntryResult, ExampleDetail, ExampleList, PatternDetail, PatternList, ReferenceList, ReferencePage,
@@ -190,25 +190,17 @@ def _add_prompts(server: MCPServer, torch_version: str) -> None:
         return hang_prompt(symptom, backend, torch_version)
 
 
-def _check_port_free(host: str, port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise UserError(f"--port must be between 1 and 65535, got {port}")
-    try:
-        with socket.create_server((host, port)):
-            pass
-    except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port") from None
-
-
 def cli_serve(args: argparse.Namespace) -> int:
     server = build_server(allow_run=args.allow_run)
     if args.http:
-        _check_port_free(args.host, args.port)
+        sock = listen(args.host, args.port)
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"fsdp-skill serve: warning: listening on {args.host}, not loopback; there is no authentication",
                   file=sys.stderr)
-        print(f"fsdp-skill serve: streamable HTTP on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
-        server.run("streamable-http", host=args.host, port=args.port)
+        port = sock.getsockname()[1]  # the one picked for --port 0
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+        serve_http(server, sock, args.host)
     else:
         if sys.stdin.isatty():
             # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.
