@@ -21,7 +21,7 @@ from fsdp_skill.build.markdown_checks import (
     empty_fence_spans,
     fence_is_closed,
 )
-from fsdp_skill.convert.myst import markdown_parser, prepass
+from fsdp_skill.convert.myst_tokens import myst_parser
 
 Warn = Callable[[str, int, str], None]
 PageFormat = Literal["myst", "rst", "text"]
@@ -119,29 +119,23 @@ def _close_unclosed_blocks(lines: list[str], origin: str, warn: Warn) -> list[st
 
 
 def _first_unclosed(lines: list[str]) -> tuple[int, str, re.Pattern[str]] | None:
-    """(line index, closing line, pattern of a line that opens the same kind of block) of the first
+    """(line index, closing line, pattern of a line where the block should have ended) of the first
     fence or colon directive that is never closed: one that runs to the end of the page, or one
     holding a line that opens a block with the very same marker (which cannot close it, so the
     block before it lost its closing line and every later pair is shifted by one)."""
-    prepassed = prepass(lines)  # pairs colon fences into backtick fences; an unpaired opener stays ':::{x}'
-    code_lines: set[int] = set()
-    for token in markdown_parser().parse("\n".join(prepassed)):
-        if token.type != "fence" or not token.map:
+    for token in myst_parser().parse("\n".join(lines)):
+        if token.type not in ("fence", "colon_fence") or not token.map:
             continue
         start, end = token.map
-        code_lines.update(range(start, end))
-        opener = _BACKTICK_OPEN.match(lines[start])
-        if opener is None:  # a colon fence the prepass paired: closed by construction
+        opener = _BACKTICK_OPEN.match(lines[start]) or _COLON_OPEN.match(lines[start])
+        if opener is None:  # inside a list item or a quote: the output lint still catches what leaks
             continue
         markup = opener.group(2)
-        reopen = re.compile(rf"^ {{0,3}}{re.escape(markup)}(?!{re.escape(markup[0])})\S")
-        swallowed = any(reopen.match(line) for line in prepassed[start + 1 : end])
-        if swallowed or not fence_is_closed(prepassed, token.map, token.markup):
-            return start, opener.group(1) + markup, reopen
-    for index, line in enumerate(prepassed):
-        colon = _COLON_OPEN.match(line)
-        if colon and index not in code_lines:
-            # Its body is markdown: it ends, at the latest, where the next directive or heading starts.
-            boundary = rf"^ {{0,3}}(?:{colon.group(2)}\{{|`{{3,}}\{{|#{{1,6}}\s)"
-            return index, colon.group(1) + colon.group(2), re.compile(boundary)
+        # A line opening a block with this very marker cannot be inside it: the closing line went missing.
+        same = re.compile(rf"^ {{0,3}}{re.escape(markup)}(?!{re.escape(markup[0])})\S")
+        swallowed = any(same.match(line) for line in lines[start + 1 : end])
+        if swallowed or not fence_is_closed(lines, token.map, markup):
+            # A directive's body is markdown: it ends, at the latest, where the next directive or heading starts.
+            ends = same if token.type == "fence" else re.compile(rf"^ {{0,3}}(?:{markup}\{{|`{{3,}}\{{|#{{1,6}}\s)")
+            return start, opener.group(1) + markup, ends
     return None
