@@ -33,8 +33,9 @@ def check(text: str | bytes, page_format: str = "myst") -> tuple[str, list[tuple
 def test_a_myst_fence_that_lost_its_closing_line_is_reported_and_closed_before_the_next_block() -> None:
     page = "# T\n\n```{eval-rst}\n.. autoclass:: A\n\n```{eval-rst}\n.. autoclass:: B\n```\n\nText.\n"
     repaired, warnings = check(page)
-    assert warnings == [(3, "'```{eval-rst}' is never closed, so what follows would be read as its text: "
-                            "closed before line 6, where the next block opens")]
+    message = ("'```{eval-rst}' is never closed, so what follows would be read as its text: "
+               "closed before line 6, where the next block opens")
+    assert warnings == [(3, message)]
     assert repaired == "# T\n\n```{eval-rst}\n.. autoclass:: A\n```\n\n```{eval-rst}\n.. autoclass:: B\n```\n\nText.\n"
     assert check(repaired)[1] == []
 

@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from fsdp_skill.verify.cli import main as verify_main
 
 CATALOG = Path(__file__).resolve().parents[1] / "references" / "catalog.json"
