@@ -34,6 +34,7 @@ HUGE_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("read_reference", {"name": HUGE + "/x"}),
     ("read_reference", {"name": "fsdp2.md", "section": HUGE}),
     ("list_references", {"unexpected": HUGE}),
+    ("list_references", {HUGE: 1}),
     ("list_examples", {"symbol": HUGE}),
     ("list_examples", {"status": HUGE}),
     ("get_example", {"name": HUGE}),
@@ -125,6 +126,17 @@ def test_an_unknown_resource_is_a_short_error_listing_the_resources(tree: Path) 
         error = raised.value.error
         assert error.code == -32602 and "fsdp-skill://references/fsdp2.md" in error.message
         assert len(error.message) + len(json.dumps(error.data)) < REPLY_LIMIT, len(error.message)
+    with_client(tree, body)
+
+
+def test_an_argument_a_tool_does_not_take_is_an_error_naming_the_ones_it_does(tree: Path) -> None:
+    async def body(client: Client) -> None:
+        result = await client.call_tool("list_examples", {"sybmol": "all_reduce"})
+        assert result.is_error
+        assert result.content[0].text == ("unknown argument 'sybmol' for list_examples; "
+                                          "it takes: symbol, status, start_index, limit")
+        result = await client.call_tool("list_patterns", {"x": 1})
+        assert result.is_error and "it takes: no arguments" in result.content[0].text
     with_client(tree, body)
 
 

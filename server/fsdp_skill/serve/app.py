@@ -35,9 +35,15 @@ class DocsServer(MCPServer):
                              server.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
-        known = sorted(tool.name for tool in await self.list_tools())
-        if name not in known:
-            raise ToolError(f"unknown tool {quote(name)}: call one of: {', '.join(known)}")
+        tools = {tool.name: tool for tool in await self.list_tools()}
+        if name not in tools:
+            raise ToolError(f"unknown tool {quote(name)}: call one of: {', '.join(sorted(tools))}")
+        # The SDK ignores arguments a tool does not take: a misspelt filter would silently do nothing.
+        takes = list((tools[name].input_schema or {}).get("properties") or {})
+        for key in arguments or {}:
+            if key not in takes:
+                listing = ", ".join(takes) if takes else "no arguments"
+                raise ToolError(f"unknown argument {quote(key)} for {name}; it takes: {listing}")
         return compact_text(await super().call_tool(name, arguments, context))
 
     async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
