@@ -10,8 +10,8 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
+from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
 from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
 from fsdp_skill.search.ranking import KINDS, search
