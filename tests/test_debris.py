@@ -45,7 +45,7 @@ def test_a_regenerate_killed_while_writing_leaves_a_folder_validate_lists_and_th
         from pathlib import Path
         from test_build import small_output
         from fsdp_skill.build import pipeline as build
-        def hang(catalog, path, root):
+        def hang(catalog, path, root, **_):
             print("staged", flush=True)
             time.sleep(600)
         build.build_index = hang

@@ -142,3 +142,20 @@ def test_a_query_without_latin_words_goes_to_the_semantic_side(committed_semanti
                                                                expected: str) -> None:
     hits = search(committed_semantic_index, text, limit=5)
     assert hits and any(expected in (h.doc.symbol or "") or "checkpoint" in h.doc.id for h in hits)
+
+
+@pytest.mark.parametrize("name", ["all_reduce", "dist.all_reduce", "broadcast_object_list", "MixedPrecisionPolicy"])
+def test_an_api_name_query_is_answered_lexically_so_its_entry_stays_first(committed_semantic_index: DocsIndex,
+                                                                           name: str) -> None:
+    from fsdp_skill.search.query import parse_query
+    from fsdp_skill.search.ranking import is_name_lookup
+
+    assert is_name_lookup(parse_query(name, committed_semantic_index))
+    assert search(committed_semantic_index, name)[0].doc.kind == "api"
+
+
+def test_a_question_is_not_a_name_lookup_even_when_it_names_an_api(lexical_index: DocsIndex) -> None:
+    from fsdp_skill.search.query import parse_query
+    from fsdp_skill.search.ranking import is_name_lookup
+
+    assert not is_name_lookup(parse_query("how do I average a tensor with all_reduce across ranks", lexical_index))

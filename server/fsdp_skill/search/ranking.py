@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fsdp_skill.search import semantic
+from fsdp_skill.search import names, semantic
 from fsdp_skill.search.index import DocRow, DocsIndex
 from fsdp_skill.search.query import ParsedQuery, QueryError, parse_query
 from fsdp_skill.search.snippets import make_snippet
@@ -82,7 +82,7 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
     """The `limit` best documents for a query (raises QueryError for an unusable query). `use_dense=False`
     ranks lexically even when the semantic side is there (the bench compares the two)."""
     parsed = parse_query(text, index)
-    dense = index.dense if use_dense else None
+    dense = index.dense if use_dense and not is_name_lookup(parsed) else None
     if not parsed.lexical and dense is None:
         raise QueryError(NON_LATIN_HINT.format(enable=semantic.ENABLE_HINT))
     lexical, keys = lexical_ranking(index, parsed, kind) if parsed.lexical else ([], {})
@@ -102,6 +102,13 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
     docs = index.docs([rowid for rowid, _ in chosen])
     words = list(dict.fromkeys([*parsed.highlight, *(t for t in parsed.terms if len(t) >= 3)]))
     return [Hit(doc=docs[rowid], score=score, snippet=make_snippet(docs[rowid].blocks, words)) for rowid, score in chosen]
+
+
+def is_name_lookup(parsed: ParsedQuery) -> bool:
+    """A query that is an API name and a word or two at most ("all_reduce", "dist.barrier timeout"): the
+    name is exact evidence, so it is answered lexically; an embedding of a code name only adds noise
+    (it would lift the name's example above its entry)."""
+    return parsed.content_words <= 2 and any(s >= names.SHORT_STRENGTH for s in parsed.symbols.values())
 
 
 def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> tuple[list[tuple[int, float]], Keys]:

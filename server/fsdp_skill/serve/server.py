@@ -229,8 +229,8 @@ def cli_serve(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         port = sock.getsockname()[1]  # the one picked for --port 0
         shown = f"[{args.host}]" if ":" in args.host else args.host
-        print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp, search mode {server_mode}",
-              file=sys.stderr, flush=True)
+        print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+        print(f"fsdp-skill serve: search mode {server_mode}", file=sys.stderr, flush=True)
         serve_http(server, sock, args.host)
     else:
         if sys.stdin.isatty():
