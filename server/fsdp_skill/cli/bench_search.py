@@ -328,7 +328,7 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     print(f"fsdp-skill bench search: {len(queries)} dev queries, torch {index.torch_version}, "
           f"{index.document_count()} documents", flush=True)
 
-    semantic_mode = index.dense is not None
+    semantic_mode = index.semantic_available
     print(f"search mode: {index.search_mode}", flush=True)
     baseline = PlainBM25(index)
     sets = [(label, queries if label == "dev" else canonical(index, load_queries(root / "tests" / "eval" / name)))

@@ -300,6 +300,12 @@ class DocsIndex:
             return None
         return semantic.DenseVectors([r for r, _ in rows], [v for _, v in rows])
 
+    @cached_property
+    def semantic_available(self) -> bool:
+        """Whether searches run in semantic mode, answered without loading numpy or the vectors."""
+        return (not semantic.disabled_by_environment() and semantic.installed()
+                and bool(self._all("SELECT 1 FROM vectors LIMIT 1")))
+
     @property
     def search_mode(self) -> str:
         """'semantic' (lexical fused with multilingual embeddings) or 'lexical', with the reason."""

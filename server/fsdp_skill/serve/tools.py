@@ -83,7 +83,7 @@ class Toolbox:
             )
             for h in hits
         ]
-        mode = "semantic" if self.index.dense is not None else "lexical"
+        mode = "semantic" if self.index.semantic_available else "lexical"
         return SearchResponse(query=query, torch_version=self.index.torch_version, mode=mode, results=results)
 
     # ------------------------------------------------------------------ API entries
