@@ -1,8 +1,9 @@
 """Command line of the runner: `fsdp-skill verify`, `python -m fsdp_skill.verify`, scripts/verify_examples.py.
 
 All three parse the same flags (`add_arguments`) and call `cli_verify`: the catalog's examples first
-(pooled ranks), then its patterns (each a torchrun job, rows named `pattern:<name>`). Exit codes: 0 when
-nothing failed, 1 when any example or pattern failed, 2 for bad input (one line on stderr, no traceback).
+(pooled ranks), then its patterns (each a torchrun job, rows named `pattern:<name>`), then the claim checks
+of assets/checks/ (`claim:<name>`, see `claims`). Exit codes: 0 when nothing failed, 1 when any example,
+pattern or claim check failed, 2 for bad input (one line on stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from .args import add_arguments
+from .claims import ClaimCheck, checks_dir, is_claim_id, load_checks, run_checks, select_checks
 from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
 from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
+from .patterns import PatternHeaderError
 from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
@@ -55,6 +58,7 @@ class _Selection:
     torch_version: str | None
     examples: list[ExampleSpec]
     patterns: list[PatternSpec]
+    claims: list[ClaimCheck]
     known: set[str]  # every example and pattern id in the catalog (the report drops rows of others)
 
 
@@ -62,28 +66,50 @@ def _selected(args: argparse.Namespace) -> _Selection:
     path = Path(args.catalog) if getattr(args, "catalog", None) else repo_root() / "references" / "catalog.json"
     data = read_catalog(path)
     only_patterns, no_patterns = getattr(args, "only_patterns", False), getattr(args, "no_patterns", False)
-    # Parsing the examples costs a second on a full catalog: skip it when only patterns run.
-    all_examples = [] if only_patterns else examples_from_catalog(data, path)
-    all_patterns = [] if no_patterns else patterns_from_catalog(data, repo_root(), where=str(path))
+    only_claims, no_claims = getattr(args, "only_claims", False), getattr(args, "no_claims", False)
+    # Parsing the examples costs a second on a full catalog: skip it when only patterns or claims run.
+    all_examples = [] if only_patterns or only_claims else examples_from_catalog(data, path)
+    all_patterns = [] if no_patterns or only_claims else patterns_from_catalog(data, repo_root(), where=str(path))
+    all_claims = [] if only_patterns or no_claims else _claim_checks()
     ids = args.ids or []
-    example_ids = [i for i in ids if not is_pattern_id(i)]
+    claim_ids = [i for i in ids if is_claim_id(i)]
+    example_ids = [i for i in ids if not is_pattern_id(i) and not is_claim_id(i)]
     pattern_ids = [i for i in ids if is_pattern_id(i)]
+    if only_claims and (example_ids or pattern_ids):
+        raise _InputError(f"--only-claims runs only claim checks, but --id {(example_ids + pattern_ids)[0]!r} names none: drop one of the two")
+    if no_claims and claim_ids:
+        raise _InputError(f"--no-claims runs no claim checks, but --id {claim_ids[0]!r} names one: drop one of the two")
     if only_patterns and example_ids:
         raise _InputError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
     if no_patterns and pattern_ids:
         raise _InputError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
     # Ids that name only patterns select no example (and the reverse): --id is "exactly these".
     examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
-    patterns = select_patterns(all_patterns, ids=ids, pattern=args.pattern)
-    if not examples and not patterns:
+    patterns = [] if ids and not pattern_ids else select_patterns(all_patterns, ids=ids, pattern=args.pattern)
+    try:
+        claims = [] if ids and not claim_ids else select_checks(all_claims, ids=claim_ids, pattern=args.pattern)
+    except ValueError as exc:
+        raise _InputError(str(exc)) from None
+    if not examples and not patterns and not claims:
         if only_patterns and not all_patterns:
             raise _InputError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
-        what = "pattern id" if only_patterns else "example id" if no_patterns else "example id or pattern id"
+        if only_claims and not all_claims:
+            raise _InputError(f"{checks_dir(repo_root())} holds no claim checks")
+        what = ("pattern id" if only_patterns else "claim id" if only_claims else "example id" if no_patterns and not all_claims
+                else "example id or pattern id" if not all_claims else "example, pattern or claim id")
         raise _InputError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
     # Straight from the JSON, so that rows of the kind this run skipped stay in the report.
     known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
     known |= {PATTERN_PREFIX + p["name"] for p in data.get("patterns") or [] if isinstance(p, dict) and isinstance(p.get("name"), str)}
-    return _Selection(data.get("torch_version"), examples, patterns, known)
+    known |= {c.id for c in all_claims}
+    return _Selection(data.get("torch_version"), examples, patterns, claims, known)
+
+
+def _claim_checks() -> list[ClaimCheck]:
+    try:
+        return load_checks(repo_root())
+    except PatternHeaderError as exc:
+        raise _InputError(f"{exc}: fix the check's header") from None
 
 
 def _progress_printer(total: int) -> Any:
@@ -168,7 +194,7 @@ def cli_verify(args: argparse.Namespace) -> int:
         options = _options(args)
         chosen = _selected(args)
         launched = launched_by_torchrun()
-        if launched and not chosen.examples:
+        if launched and not chosen.examples:  # patterns and claim checks each start their own torchrun
             raise _InputError(
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
@@ -180,7 +206,8 @@ def cli_verify(args: argparse.Namespace) -> int:
 
     torch_version = torch.__version__.split("+")[0]
     patterns = [] if launched else chosen.patterns
-    progress = _progress_printer(len(chosen.examples) + len(patterns))
+    claims = [] if launched else chosen.claims
+    progress = _progress_printer(len(chosen.examples) + len(patterns) + len(claims))
     try:
         results = _run_examples(chosen.examples, options, progress)
     except ValueError as exc:
@@ -189,11 +216,14 @@ def cli_verify(args: argparse.Namespace) -> int:
     if results is None:
         return 0
     pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
+    claim_results = run_checks(claims, options.timeout_s, progress=progress)
     if results:
         print_table(results)
     if pattern_results:
         print_table(pattern_results, label="pattern")
-    print_details(results + pattern_results)
+    if claim_results:
+        print_table(claim_results, label="claim")
+    print_details(results + pattern_results + claim_results)
     notes = [f"{s.id}: {note}" for s in chosen.examples for note in s.notes]
     if notes:
         print("\ncatalog notes (fix in the catalog build):\n  " + "\n  ".join(notes))
@@ -201,13 +231,19 @@ def cli_verify(args: argparse.Namespace) -> int:
         print(f"\nnote: the catalog was built from torch {chosen.torch_version}; this is torch {torch_version}")
     if launched and chosen.patterns:
         print(f"\nnote: {len(chosen.patterns)} {PATTERNS_UNDER_TORCHRUN}")
+    if launched and chosen.claims:
+        print(f"\nnote: {len(chosen.claims)} claim checks not run under torchrun; run `fsdp-skill verify --only-claims` without a launcher")
+    if claim_results and options.backend == "nccl":
+        print("\nnote: claim checks without `requires: cuda` state gloo/CPU behaviour and ran on gloo")
     if pattern_results and options.world_size is not None:
         print(f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to examples")
     if results:
         print(summary_line(results, "examples"))
     if pattern_results:
         print(summary_line(pattern_results, "patterns"))
-    everything = results + pattern_results
+    if claim_results:
+        print(summary_line(claim_results, "claims"))
+    everything = results + pattern_results + claim_results
     report = build_report(everything, torch_version)
     if args.json_path:
         write_atomic(Path(args.json_path), dumps_json(report))

@@ -108,8 +108,11 @@ def _split_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def parse_header(path: Path, text: str) -> PatternHeader:
-    """Parse the metadata header of one pattern's source text; raises PatternHeaderError."""
+def read_key_block(
+    path: Path, text: str, required: tuple[str, ...], optional: tuple[str, ...]
+) -> tuple[dict[str, str], dict[str, int], int, str]:
+    """The `key: value` lines a file's header starts with: (values, key -> 1-based line, the line after
+    them, the prose that follows). Shared by the patterns and the claim checks (`claims`)."""
     if path.suffix == ".py":
         block, first_line = _python_comment_block(path, text)
     elif path.suffix in PATTERN_SUFFIXES:
@@ -128,34 +131,48 @@ def parse_header(path: Path, text: str) -> PatternHeader:
         if not match:
             raise PatternHeaderError(path, line_no, f"expected 'key: value' in the header, got {block[index].strip()!r}")
         key, value = match.groups()
-        if key not in REQUIRED_KEYS + OPTIONAL_KEYS:
-            allowed = ", ".join(REQUIRED_KEYS + OPTIONAL_KEYS)
+        if key not in required + optional:
+            allowed = ", ".join(required + optional)
             raise PatternHeaderError(path, line_no, f"unknown header key {key!r} (allowed: {allowed})")
         if key in values:
             raise PatternHeaderError(path, line_no, f"header key {key!r} given twice")
         values[key], key_lines[key] = value, line_no
         index += 1
     header_end = first_line + index
-    for key in REQUIRED_KEYS:
+    for key in required:
         if not values.get(key):
             raise PatternHeaderError(path, header_end, f"header has no {key!r}: add a '{key}: ...' line")
+    return values, key_lines, header_end, "\n".join(block[index:]).strip()
 
-    name = values["name"]
-    if not NAME_RE.match(name):
-        raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
+
+def parse_world_size(path: Path, values: dict[str, str], key_lines: dict[str, int]) -> int:
     try:
         world_size = int(values["world_size"])
     except ValueError:
         world_size = 0
     if world_size < 1:
         raise PatternHeaderError(path, key_lines["world_size"], f"world_size must be a positive integer, got {values['world_size']!r}")
+    return world_size
+
+
+def parse_requires(path: Path, values: dict[str, str], key_lines: dict[str, int]) -> tuple[str, ...]:
     requires = _split_list(values.get("requires", ""))
     for requirement in requires:
         if requirement not in KNOWN_REQUIREMENTS:
             known = ", ".join(sorted(KNOWN_REQUIREMENTS))
             raise PatternHeaderError(path, key_lines["requires"], f"unknown requirement {requirement!r} (known: {known})")
+    return requires
 
-    description = "\n".join(block[index:]).strip()
+
+def parse_header(path: Path, text: str) -> PatternHeader:
+    """Parse the metadata header of one pattern's source text; raises PatternHeaderError."""
+    values, key_lines, header_end, description = read_key_block(path, text, REQUIRED_KEYS, OPTIONAL_KEYS)
+
+    name = values["name"]
+    if not NAME_RE.match(name):
+        raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
+    world_size = parse_world_size(path, values, key_lines)
+    requires = parse_requires(path, values, key_lines)
     summary = " ".join(description.split("\n\n", 1)[0].split()) if description else ""
     if not summary:
         raise PatternHeaderError(path, header_end, "no summary: add a paragraph after the header's blank line")

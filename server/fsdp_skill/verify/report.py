@@ -23,6 +23,7 @@ from typing import Any
 
 from fsdp_skill.core.atomic import write_atomic  # stdlib only, shared with the catalog
 from .catalog_patterns import PATTERN_PREFIX
+from .claims import CLAIM_PREFIX
 
 STATUSES = ("passed", "doc-bug", "skipped", "failed")
 
@@ -108,8 +109,30 @@ def _patterns_section(patterns: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _claims_section(claims: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        "## Claim checks",
+        "",
+        "Each script in `assets/checks/` backs one statement of `SKILL.md` (a pitfall, the decision guide, the core "
+        "recipe, the migration map): it demonstrates the behaviour on this torch and asserts it, under `torchrun` "
+        "on gloo (a check that needs GPUs runs on nccl, or is skipped naming the torch source line the claim rests "
+        "on). **failed** means the claim no longer holds for this torch: fix `SKILL.md`.",
+        "",
+        "Summary: " + _tally_line(claims, PATTERN_STATUSES) + ".",
+        "",
+        "| claim | backend | world size | status | reason |",
+        "|---|---|---|---|---|",
+    ]
+    for r in claims:
+        name = r["name"][len(CLAIM_PREFIX):]
+        lines.append(f"| `{_cell(name)}` | {r['backend']} | {r['world_size']} | {r['status']} | {_cell(r.get('reason'))} |")
+    return lines
+
+
 def render_markdown(report: dict[str, Any]) -> str:
-    results = [r for r in report["results"] if not str(r["name"]).startswith(PATTERN_PREFIX)]
+    claims = [r for r in report["results"] if str(r["name"]).startswith(CLAIM_PREFIX)]
+    results = [r for r in report["results"] if not str(r["name"]).startswith((PATTERN_PREFIX, CLAIM_PREFIX))]
     patterns = [r for r in report["results"] if str(r["name"]).startswith(PATTERN_PREFIX)]
     backends = sorted({r["backend"] for r in report["results"]})
     lines = [
@@ -139,6 +162,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         )
     if patterns:
         lines += _patterns_section(patterns)
+    if claims:
+        lines += _claims_section(claims)
     return "\n".join(lines) + "\n"
 
 
