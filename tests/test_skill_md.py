@@ -77,8 +77,9 @@ def test_the_core_recipe_imports_exist_in_the_pinned_torch() -> None:
 
 def test_the_core_recipe_shards_blocks_then_root_and_builds_the_optimizer_after() -> None:
     [recipe] = [code for code in _fences("python") if "fully_shard" in code]
+    recipe = recipe[recipe.index("device = "):]  # the steps, after the init_weights helper they call
     order = ["init_process_group", 'torch.device("meta")', "fully_shard(block", "fully_shard(model",
-             "to_empty(device=", "reset_parameters()", "torch.optim.AdamW(model.parameters()"]
+             "to_empty(device=", "init_weights(model)", "torch.optim.AdamW(model.parameters()"]
     positions = [recipe.index(step) for step in order]
     assert positions == sorted(positions), "recipe steps out of order"
 

@@ -11,6 +11,7 @@ Checks, each reported as one `file:line: problem` line:
 - Every ```python block of SKILL.md parses (ast), and so does every pattern; shell templates pass
   `bash -n`; every pattern has a valid metadata header and a unique name.
 - SKILL.md lists every pattern, names each by its header name, and names no pattern that is not there.
+- Every numbered pitfall links a claim check in assets/checks/ whose header parses (`validate_claims`).
 
 Markdown is parsed once with markdown-it-py; links, fences and headings are read from its tokens, and
 line numbers come from the tokens' line maps.
@@ -35,6 +36,7 @@ from markdown_it.token import Token
 from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
 from fsdp_skill.build.render import github_slug, plain_text
+from fsdp_skill.cli.validate_claims import check_pitfall_links
 from fsdp_skill.verify.patterns import PatternHeader, PatternHeaderError, pattern_files, read_header
 
 SKILL_NAME = "pytorch-fsdp"  # the folder the skill is installed as (e.g. ~/.claude/skills/pytorch-fsdp)
@@ -72,6 +74,7 @@ class Report:
     anchors: int = 0
     python_blocks: int = 0
     patterns: int = 0
+    claim_checks: int = 0
 
     def add(self, file: str, line: int, message: str) -> None:
         self.problems.append(Problem(file, line, message))
@@ -369,6 +372,9 @@ def validate(root: Path) -> Report:
         check_links(skill, body, body_line, root, report, anchor_cache)
         check_python_blocks(body, body_line, report)
         check_pattern_mentions(body, body_line, root, headers, report, complete=unreadable == 0)
+        claim_problems, report.claim_checks = check_pitfall_links(body, body_line, root)
+        for file, line, message in claim_problems:
+            report.add(file, line, message)
     for reference in sorted(references_dir(root).glob("*.md")):
         check_links(reference, reference.read_text(encoding="utf-8"), 1, root, report, anchor_cache)
     return report
@@ -389,7 +395,7 @@ def cli_validate(args: argparse.Namespace) -> int:
     )
     print(
         f"checked {report.links} relative links ({report.anchors} with anchors), "
-        f"{report.python_blocks} python blocks, {report.patterns} patterns: "
+        f"{report.python_blocks} python blocks, {report.patterns} patterns, {report.claim_checks} claim checks: "
         + (f"{len(report.problems)} problem(s)" if report.problems else "no problems")
     )
     return 1 if report.problems else 0

@@ -7,7 +7,8 @@ torch and asserts it (exit 0: the claim holds; non-zero: it went stale). Its hea
     name: optimizer-before-shard        lowercase words joined by hyphens, unique
     claim: An optimizer built ...       the sentence the check backs (one line)
     backs: pitfalls                     the SKILL.md section: pitfalls, decide-first, core-recipe,
-                                        migration-map, tuning, what-changed
+                                        migration-map, tuning, what-changed; patterns (a statement in a
+                                        pattern file), doc-bug (upstream text that is wrong on this torch)
     world_size: 2                       ranks it is launched with
     requires: cuda                      empty when gloo on CPU is enough
     rests_on: torch/x.py:123 `text`     a GPU-only check: the installed torch's source line the claim
@@ -42,7 +43,7 @@ from .patterns import (
 CLAIM_PREFIX = "claim:"
 CHECK_KEYS = ("name", "claim", "backs", "world_size")
 OPTIONAL_CHECK_KEYS = ("requires", "rests_on")
-SECTIONS = ("pitfalls", "decide-first", "core-recipe", "migration-map", "tuning", "what-changed")
+SECTIONS = ("pitfalls", "decide-first", "core-recipe", "migration-map", "tuning", "what-changed", "patterns", "doc-bug")
 # A torchrun start, rendezvous and a few steps; a check that needs longer is too big for CI.
 MIN_CHECK_TIMEOUT_S = 120.0
 FAILED_OUTPUT_CHARS = 6_000

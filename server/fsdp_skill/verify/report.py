@@ -136,7 +136,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     patterns = [r for r in report["results"] if str(r["name"]).startswith(PATTERN_PREFIX)]
     backends = sorted({r["backend"] for r in report["results"]})
     lines = [
-        "# Verification of the documented examples" + (" and patterns" if patterns else ""),
+        "# Verification of the documented examples" + (" and patterns" if patterns else "") + (" and claims" if claims else ""),
         "",
         f"torch {report['torch_version']} · run on {report['date']} · backends: {', '.join(backends) or 'none'}",
         "",
@@ -150,7 +150,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "`verification.json`), **skipped** (cannot run here; the reason says why), **failed** (a rank hung, "
         "died or raised where others did not).",
         "",
-        ("Summary of the examples: " if patterns else "Summary: ") + _tally_line(results, STATUSES) + ".",
+        ("Summary of the examples: " if patterns or claims else "Summary: ") + _tally_line(results, STATUSES) + ".",
         "",
         "| example | backend | world size | status | reason | warnings |",
         "|---|---|---|---|---|---|",
