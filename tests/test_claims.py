@@ -209,3 +209,13 @@ def test_the_report_puts_claim_rows_in_their_own_table() -> None:
     assert "Summary of the examples: 1 passed" in md
     assert "## Claim checks" in md and "| `x` | nccl | 2 | skipped | needs 2 CUDA GPU(s) |" in md
     assert "`claim:x`" not in md
+
+
+def test_the_hang_prompt_puts_rendezvous_and_network_before_mismatched_collectives() -> None:
+    from fsdp_skill.serve.prompts import hang_prompt
+
+    text = hang_prompt("stuck at the first all_reduce across nodes", "nccl", "2.13.0")
+    setup, mismatch = text.index("1. Setup"), text.index("Mismatched collectives")
+    assert setup < mismatch
+    for needle in ("NCCL_SOCKET_IFNAME", "firewall", "--rdzv-endpoint", "device_id=device"):
+        assert setup < text.index(needle) < mismatch, needle

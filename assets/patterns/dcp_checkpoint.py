@@ -16,7 +16,8 @@ Inference export: `get_model_state_dict(model, options=StateDictOptions(
 full_state_dict=True, cpu_offload=True))` all-gathers a plain, unsharded state dict
 of ordinary tensors onto rank 0's CPU (other ranks get an empty dict), which
 `torch.save` writes and any non-distributed `nn.Module` loads. For big models prefer
-converting offline: `python -m torch.distributed.checkpoint.format_utils dcp_to_torch_save CKPT_DIR model.pt`.
+converting offline: `python -m torch.distributed.checkpoint.format_utils dcp_to_torch CKPT_DIR model.pt`
+(mode first; checked by assets/checks/dcp_format_utils_cli.py).
 
 What the script asserts:
 1. the round trip restores identical tensors (model shards and optimizer state) into a
