@@ -29,10 +29,14 @@ REQUIRED = {
     "fsdp2-training", "mixed-precision", "cpu-offload", "gradient-accumulation", "explicit-prefetching",
     "dcp-checkpoint", "hsdp-2d-mesh", "fsdp1-to-fsdp2-migration", "ddp-join-uneven-inputs", "debug-hangs",
     "torchrun-single-node", "torchrun-multi-node", "slurm-sbatch",
+    "pretrained-into-meta", "activation-checkpointing", "compile-per-block", "tp-fsdp2-2d", "dcp-resume",
+    "frozen-params-lora", "cpu-offload-gloo",
 }
 TRAINING = {
     "fsdp2-training", "mixed-precision", "gradient-accumulation", "explicit-prefetching", "hsdp-2d-mesh",
     "ddp-join-uneven-inputs", "torchrun-single-node", "torchrun-multi-node",
+    "pretrained-into-meta", "activation-checkpointing", "compile-per-block", "tp-fsdp2-2d", "dcp-resume",
+    "frozen-params-lora", "cpu-offload-gloo",
 }
 CPU_CAPABLE = sorted(
     (path for path in pattern_files(PATTERNS) if not read_header(path).requires), key=lambda p: p.name
@@ -140,6 +144,18 @@ def test_each_cpu_pattern_runs_to_completion_on_gloo_at_its_world_size(path: Pat
         assert "tensors identical on every rank" in output and "plain model reproduces the sharded outputs" in output
     if header.name == "fsdp1-to-fsdp2-migration":
         assert "full state dicts agree" in output
+    if header.name == "activation-checkpointing":
+        assert "AC gradients equal to no AC at every one of" in output
+    if header.name == "compile-per-block":
+        assert "losses equal to eager at all" in output
+    if header.name == "dcp-resume":
+        assert "equal the uninterrupted run's exactly" in output
+    if header.name == "tp-fsdp2-2d":
+        assert "losses and clipped grad norms equal a plain replica's" in output
+    if header.name == "pretrained-into-meta":
+        assert "outputs equal the pretrained model; tied weight shared" in output
+    if header.name == "cpu-offload-gloo":
+        assert "losses equal to no offload" in output
     if header.name == "debug-hangs":
         assert "Ranks 1 failed to pass monitoredBarrier" in output
         assert "Detected mismatch between collectives" in output
