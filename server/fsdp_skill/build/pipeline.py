@@ -49,6 +49,7 @@ from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.build.render import SourceRow, drop_empty_sections, drop_quotes_matching, render_reference, split_sections
 from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
 from fsdp_skill.build.patterns import load_patterns
+from fsdp_skill.build import what_changed
 from fsdp_skill.search.index import build_index, stale_reason
 
 DRIFT_FILE = "api-drift.md"
@@ -477,6 +478,8 @@ def cli_regenerate(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     if args.check:
         changed = differences(output, ref_dir)
+        if what_changed.sync_skill(root, output.files[DRIFT_FILE], output.catalog, write=False):
+            changed.append("differs: SKILL.md (its what-changed block)")
         for line in changed:
             print(line)
         print(summary(output, elapsed))
@@ -486,6 +489,8 @@ def cli_regenerate(args: argparse.Namespace) -> int:
         print("references/ is up to date")
         return 0
     written = write_output(output, ref_dir, root)
+    if what_changed.sync_skill(root, output.files[DRIFT_FILE], output.catalog, write=True):
+        written.append("../SKILL.md")
     elapsed = time.perf_counter() - started
     print(summary(output, elapsed))
     print(f"regenerated {len(written)} files in {elapsed:.2f} s")
