@@ -6,7 +6,7 @@ Checks, each reported as one `file:line: problem` line:
   folder name, lowercase letters/digits/single hyphens, at most 64 characters; `description` is
   1..1024 characters in the third person; `compatibility` at most 500; `metadata` maps strings to
   strings. The body stays within 500 lines and 5,000 tokens (characters / 4), both printed.
-- Every relative link in SKILL.md and references/*.md resolves to a file inside the skill, and a
+- Every relative link in SKILL.md, references/*.md and assets/*.md resolves to a file inside the skill, and a
   `file.md#anchor` to a heading slug (GitHub's rule) or an `<a id>`/`<a name>` of that file.
 - Every ```python block of SKILL.md parses (ast), and so does every pattern; shell templates pass
   `bash -n`; every pattern has a valid metadata header and a unique name.
@@ -375,7 +375,8 @@ def validate(root: Path) -> Report:
         claim_problems, report.claim_checks = check_pitfall_links(body, body_line, root)
         for file, line, message in claim_problems:
             report.add(file, line, message)
-    for reference in sorted(references_dir(root).glob("*.md")):
+    # Hand-written guides next to the patterns (assets/*.md) are read by agents too.
+    for reference in sorted(references_dir(root).glob("*.md")) + sorted((root / "assets").glob("*.md")):
         check_links(reference, reference.read_text(encoding="utf-8"), 1, root, report, anchor_cache)
     return report
 
