@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from fsdp_skill.cli.validate import validate
 from fsdp_skill.cli.validate_claims import pitfall_items
 from fsdp_skill.verify.claims import (
@@ -119,8 +118,9 @@ def _skill(tmp_path: Path, text: str) -> Path:
 def test_validate_fails_on_a_pitfall_without_a_check_link_and_names_it(tmp_path: Path) -> None:
     root = _skill(tmp_path, SKILL.replace("   - a nested bullet with a [link](assets/checks/tiny.py) still belongs to pitfall 2\n", ""))
     problems = [str(p) for p in validate(root).problems]
-    assert problems == ["SKILL.md:11: pitfall 2 links no check: add a script to assets/checks/ that demonstrates it "
-                        "and link it, e.g. ([check](assets/checks/NAME.py))"]
+    expected = ("SKILL.md:11: pitfall 2 links no check: add a script to assets/checks/ that demonstrates it "
+                "and link it, e.g. ([check](assets/checks/NAME.py))")
+    assert problems == [expected]
 
 
 def test_validate_reports_a_check_with_a_bad_header_and_does_not_count_its_link(tmp_path: Path) -> None:

@@ -7,8 +7,16 @@ import re
 from pathlib import Path
 
 import pytest
-
-from fsdp_skill.build.what_changed import END, START, WhatChangedError, apply_block, deprecated, new_names, render_block, sync_skill
+from fsdp_skill.build.what_changed import (
+    END,
+    START,
+    WhatChangedError,
+    apply_block,
+    deprecated,
+    new_names,
+    render_block,
+    sync_skill,
+)
 from fsdp_skill.core.catalog import Catalog, load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,12 +13,15 @@ one total, then `clip_grads_with_norm_` per group clips to the same global norm.
 
 import torch
 import torch.nn as nn
+from _dist import init, say, shutdown
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-from _dist import init, say, shutdown
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    RowwiseParallel,
+    parallelize_module,
+)
 
 
 class MLP(nn.Module):

@@ -18,10 +18,9 @@ import math
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from _dist import init, say, shutdown
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import distribute_tensor
-
-from _dist import init, say, shutdown
 
 VOCAB, DIM, HEADS, SEQ, BLOCKS, STEPS = 32, 16, 2, 12, 2, 20
 

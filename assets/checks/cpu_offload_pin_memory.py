@@ -11,9 +11,8 @@ parameters and gradients on the CPU.
 
 import torch
 import torch.nn as nn
-from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
-
 from _dist import Stack, batches, init, say, shutdown
+from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 
 init()
 if not torch.accelerator.is_available():

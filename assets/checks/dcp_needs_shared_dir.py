@@ -16,10 +16,9 @@ import tempfile
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from _dist import Stack, init, say, shutdown
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.fsdp import fully_shard
-
-from _dist import Stack, init, say, shutdown
 
 init()
 rank = dist.get_rank()

@@ -13,7 +13,6 @@ NCCL_DEBUG, TORCH_FR_BUFFER_SIZE) in the launch environment.
 import os
 
 import torch.distributed as dist
-
 from _dist import say, shutdown
 
 assert "TORCH_DISTRIBUTED_DEBUG" not in os.environ or os.environ["TORCH_DISTRIBUTED_DEBUG"] == "OFF"

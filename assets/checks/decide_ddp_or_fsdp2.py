@@ -13,11 +13,10 @@ import copy
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from _dist import Stack, batches, init, say, shutdown
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Shard
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-from _dist import Stack, batches, init, say, shutdown
 
 init()
 torch.manual_seed(0)

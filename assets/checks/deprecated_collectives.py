@@ -13,7 +13,6 @@ import warnings
 
 import torch
 import torch.distributed as dist
-
 from _dist import init, say, shutdown
 
 init()

@@ -16,7 +16,6 @@ import os
 
 import torch
 import torch.distributed as dist
-
 from _dist import say, shutdown
 
 local_rank = int(os.environ["LOCAL_RANK"])

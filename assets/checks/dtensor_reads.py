@@ -13,9 +13,8 @@ on FSDP2's DTensor gradients when all are on one mesh.
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import fully_shard
-
 from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import fully_shard
 
 init()
 torch.manual_seed(0)

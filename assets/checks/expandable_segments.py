@@ -15,12 +15,11 @@ message reports much memory "reserved but unallocated" (fragmentation).
 
 import os
 
-os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"  # before torch touches CUDA
 
-import torch  # noqa: E402 - after the variable, on purpose
-from torch.distributed.fsdp import fully_shard  # noqa: E402
-
-from _dist import Stack, init, say, shutdown  # noqa: E402
+import torch
+from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import fully_shard
 
 device = init("nccl")
 model = Stack(dim=256, blocks=4).to(device)

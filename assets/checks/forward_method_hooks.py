@@ -11,9 +11,8 @@ register_fsdp_forward_method(model, "generate")` it all-gathers them like forwar
 """
 
 import torch
-from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
-
 from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import fully_shard, register_fsdp_forward_method
 
 
 class Generator(Stack):

@@ -17,10 +17,9 @@ import warnings
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from _dist import init, say
 from torch.distributed.fsdp import FullStateDictConfig, StateDictType
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-
-from _dist import init, say
 
 init()
 rank = dist.get_rank()

@@ -11,10 +11,9 @@ A private module (`_tools`): the API may change between releases; this check say
 """
 
 import torch
+from _dist import Stack, init, say, shutdown
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.fsdp import fully_shard
-
-from _dist import Stack, init, say, shutdown
 
 device = init()
 model = Stack(dim=64, blocks=4)

@@ -12,12 +12,11 @@ so FSDP needs equal batch counts. DistributedSampler provides them: by default i
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from _dist import init, say, shutdown
 from torch.distributed.algorithms.join import Join, Joinable
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DistributedSampler
-
-from _dist import init, say, shutdown
 
 init()
 assert isinstance(DDP(nn.Linear(4, 4)), Joinable)

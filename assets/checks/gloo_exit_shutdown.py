@@ -15,10 +15,9 @@ asserted here; the remedy is: this check trains both, shuts down the way the pat
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+from _dist import Stack, batches, init, say, shutdown
 from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-from _dist import Stack, batches, init, say, shutdown
 
 init()
 data = batches(dist.get_rank())

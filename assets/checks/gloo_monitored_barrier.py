@@ -14,7 +14,6 @@ import sys
 
 import torch
 import torch.distributed as dist
-
 from _dist import say
 
 dist.init_process_group("gloo")

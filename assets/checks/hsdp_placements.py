@@ -11,11 +11,10 @@ training keeps the replicas equal.
 
 import torch
 import torch.distributed as dist
+from _dist import Stack, init, say, shutdown
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import Replicate, Shard
-
-from _dist import Stack, init, say, shutdown
 
 device = init()
 mesh = init_device_mesh(device.type, (2, 2), mesh_dim_names=("replicate", "shard"))

@@ -20,9 +20,8 @@ The core recipe's init (core-recipe-real-model check) covers all four.
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.fsdp import fully_shard
-
 from _dist import init, say, shutdown
+from torch.distributed.fsdp import fully_shard
 
 device = init()
 assert not hasattr(nn.MultiheadAttention(8, 2), "reset_parameters")

@@ -18,6 +18,7 @@ import warnings
 
 import torch
 import torch.distributed as dist
+from _dist import Stack, init, say, shutdown
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import (
     FSDPModule,
@@ -28,8 +29,6 @@ from torch.distributed.fsdp import (
     register_fsdp_forward_method,
 )
 from torch.distributed.tensor import DTensor, Shard
-
-from _dist import Stack, init, say, shutdown
 
 init()
 names = [n for n, _ in Stack().named_parameters()]

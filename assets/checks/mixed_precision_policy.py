@@ -11,9 +11,8 @@ copy of the weights to fp16.
 """
 
 import torch
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
 from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 init()
 halved = Stack().half()

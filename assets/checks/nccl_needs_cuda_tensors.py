@@ -15,7 +15,6 @@ import os
 
 import torch
 import torch.distributed as dist
-
 from _dist import say, shutdown
 
 device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))

@@ -12,9 +12,8 @@ import copy
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import fully_shard
-
 from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import fully_shard
 
 init()
 torch.manual_seed(0)

@@ -11,9 +11,8 @@ nothing the model uses. Built after fully_shard, the same optimizer trains.
 
 import torch
 import torch.nn as nn
-from torch.distributed.fsdp import fully_shard
-
 from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import fully_shard
 
 init()
 torch.manual_seed(0)

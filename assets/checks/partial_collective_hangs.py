@@ -15,8 +15,7 @@ import time
 
 import torch
 import torch.distributed as dist
-
-from _dist import init, say, shutdown
+from _dist import init, say
 
 init()
 rank = dist.get_rank()
@@ -37,6 +36,8 @@ if rank == 0:
 else:
     store.wait(["rank0-done"], datetime.timedelta(seconds=60))
 # The group is now out of step (a collective was left pending): leave without another collective.
-import os, sys  # noqa: E401,E402
+import os
+import sys
+
 sys.stdout.flush()
 os._exit(0)

@@ -13,10 +13,9 @@ After a forward pass with the default, each block's parameters are sharded again
 import inspect
 
 import torch
+from _dist import Stack, init, say, shutdown
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-
-from _dist import Stack, init, say, shutdown
 
 init()
 assert inspect.signature(fully_shard).parameters["reshard_after_forward"].default is None

@@ -21,16 +21,15 @@ for one forward + backward of a root with 4 blocks on 4 ranks:
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import fully_shard
-
 from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import fully_shard
 
 init()
 sizes: list[int] = []
 _all_gather_single = dist.all_gather_single
 
 
-def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a transparent wrapper
+def counting(*args, **kwargs):
     group = kwargs.get("group")
     sizes.append(group.size() if group is not None else dist.get_world_size())
     return _all_gather_single(*args, **kwargs)

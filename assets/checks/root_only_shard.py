@@ -13,10 +13,9 @@ are sharded again by the time the last block runs.
 
 import torch
 import torch.distributed as dist
+from _dist import Stack, init, say, shutdown
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-
-from _dist import Stack, init, say, shutdown
 
 init()
 world = dist.get_world_size()

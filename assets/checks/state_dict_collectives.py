@@ -15,13 +15,14 @@ import os
 import sys
 import threading
 
-import torch
 import torch.distributed as dist
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from _dist import Stack, init, say
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+)
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
-
-from _dist import Stack, init, say
 
 init()
 rank = dist.get_rank()

@@ -34,7 +34,10 @@ import tempfile
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    set_model_state_dict,
+)
 from torch.distributed.fsdp import fully_shard
 
 VOCAB, DIM, BLOCKS = 64, 32, 2

@@ -13,8 +13,8 @@ from urllib.parse import unquote, urlsplit
 
 from markdown_it.token import Token
 
-from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.build.render import plain_text
+from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.verify.claims import ClaimCheck, check_files, checks_dir, read_check
 from fsdp_skill.verify.patterns import PatternHeaderError
 
@@ -94,7 +94,7 @@ def check_pitfall_links(body: str, offset: int, root: Path) -> tuple[list[tuple[
             if path.parent == folder and path in checks:
                 linked.append(checks[path])
         if not linked:
-            problems.append((SKILL_FILE, offset + line,
-                             f"pitfall {number} links no check: add a script to assets/checks/ that demonstrates it "
-                             "and link it, e.g. ([check](assets/checks/NAME.py))"))
+            message = (f"pitfall {number} links no check: add a script to assets/checks/ that demonstrates it "
+                       "and link it, e.g. ([check](assets/checks/NAME.py))")
+            problems.append((SKILL_FILE, offset + line, message))
     return problems, len(check_files(checks_dir(root)))

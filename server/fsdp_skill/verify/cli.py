@@ -17,11 +17,39 @@ from pathlib import Path
 from typing import Any
 
 from .args import add_arguments
-from .claims import ClaimCheck, checks_dir, is_claim_id, load_checks, run_checks, select_checks
-from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
-from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
+from .catalog_patterns import (
+    PATTERN_PREFIX,
+    PatternSpec,
+    is_pattern_id,
+    pattern_timeout,
+    patterns_from_catalog,
+    run_patterns,
+    select_patterns,
+)
+from .claims import (
+    ClaimCheck,
+    checks_dir,
+    is_claim_id,
+    load_checks,
+    run_checks,
+    select_checks,
+)
+from .examples import (
+    CatalogReadError,
+    ExampleSpec,
+    examples_from_catalog,
+    read_catalog,
+    select,
+)
 from .patterns import PatternHeaderError
-from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
+from .report import (
+    STATUSES,
+    build_report,
+    counts,
+    dumps_json,
+    write_atomic,
+    write_report,
+)
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
 _STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from fsdp_skill.core.atomic import write_atomic  # stdlib only, shared with the catalog
+
 from .catalog_patterns import PATTERN_PREFIX
 from .claims import CLAIM_PREFIX
 
@@ -114,10 +115,12 @@ def _claims_section(claims: list[dict[str, Any]]) -> list[str]:
         "",
         "## Claim checks",
         "",
-        "Each script in `assets/checks/` backs one statement of `SKILL.md` (a pitfall, the decision guide, the core "
-        "recipe, the migration map): it demonstrates the behaviour on this torch and asserts it, under `torchrun` "
-        "on gloo (a check that needs GPUs runs on nccl, or is skipped naming the torch source line the claim rests "
-        "on). **failed** means the claim no longer holds for this torch: fix `SKILL.md`.",
+        (
+            "Each script in `assets/checks/` backs one statement of `SKILL.md` (a pitfall, the decision guide, the core "
+            "recipe, the migration map): it demonstrates the behaviour on this torch and asserts it, under `torchrun` "
+            "on gloo (a check that needs GPUs runs on nccl, or is skipped naming the torch source line the claim rests "
+            "on). **failed** means the claim no longer holds for this torch: fix `SKILL.md`."
+        ),
         "",
         "Summary: " + _tally_line(claims, PATTERN_STATUSES) + ".",
         "",
