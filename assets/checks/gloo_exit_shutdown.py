@@ -6,7 +6,8 @@ world_size: 2
 
 Without the early exit, interpreter teardown on gloo sometimes aborts after a clean run
 ("terminate called without an active exception"): 10 of 20 runs of fsdp2-training and 3
-of 20 of a DDP script on torch 2.13.0 (2-core machine), because DTensor caches and DDP's
+of 20 of a DDP script in one measurement on torch 2.13.0 (a busy 2-core machine), 0 of 10
+fsdp2-training runs in another, because DTensor caches and DDP's
 reducer keep the gloo group alive past destroy_process_group. Intermittent, so it is not
 asserted here; the remedy is: this check trains both, shuts down the way the patterns'
 `shutdown()` does, and the runner requires exit status 0 from every rank.
