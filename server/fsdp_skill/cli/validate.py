@@ -35,7 +35,7 @@ from markdown_it.token import Token
 
 from fsdp_skill.build.render import github_slug, plain_text
 from fsdp_skill.cli.validate_claims import check_pitfall_links
-from fsdp_skill.convert.myst import markdown_parser
+from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
 from fsdp_skill.verify.patterns import (
     PatternHeader,

@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlsplit
 from markdown_it.token import Token
 
 from fsdp_skill.build.render import plain_text
-from fsdp_skill.convert.myst import markdown_parser
+from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.verify.claims import ClaimCheck, check_files, checks_dir, read_check
 from fsdp_skill.verify.patterns import PatternHeaderError
 

@@ -9,12 +9,14 @@ pattern or claim check failed, 2 for bad input (one line on stderr, no traceback
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
+from fsdp_skill.core.paths import repo_root, writable_root
 
 from .args import add_arguments
 from .catalog_patterns import (
@@ -53,12 +55,6 @@ from .report import (
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
 _STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}
-
-
-def repo_root() -> Path:
-    # Same rule as fsdp_skill.core.paths (not imported: this subpackage depends on the stdlib and torch only).
-    env = os.environ.get("FSDP_SKILL_ROOT")
-    return Path(env).resolve() if env else Path(__file__).resolve().parents[3]
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -220,6 +216,8 @@ def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any) 
 def cli_verify(args: argparse.Namespace) -> int:
     try:
         options = _options(args)
+        if args.write_report:  # checked before the run, not after minutes of it
+            writable_root("--write-report rewrites references/verification.{md,json}")
         chosen = _selected(args)
         launched = launched_by_torchrun()
         if launched and not chosen.examples:  # patterns and claim checks each start their own torchrun
@@ -227,7 +225,7 @@ def cli_verify(args: argparse.Namespace) -> int:
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
             )
-    except (CatalogReadError, _InputError) as exc:
+    except (CatalogReadError, _InputError, UserError) as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     import torch  # the runner's one dependency; imported only once the input is known to be good
