@@ -283,3 +283,21 @@ def test_missing_torch_is_a_clear_user_error(monkeypatch) -> None:
     monkeypatch.setattr(build.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     with pytest.raises(UserError, match="torch is not installed"):
         build.installed_torch_version()
+
+
+def test_regenerate_rewrites_skill_md_what_changed_block_and_check_reports_it_stale(tmp_path: Path, monkeypatch, capsys) -> None:
+    from fsdp_skill.build.what_changed import END, START
+
+    drift = "# d\n\n## Deprecated in torch 2.13.0 (1)\n\n| name | replacement | message |\n|---|---|---|\n" \
+            "| `torch.distributed.old_op` | `torch.distributed.new_op` | use new_op |\n"
+    skill = tmp_path / "SKILL.md"
+    skill.write_text(f"# Skill\n{START}\nstale\n{END}\n")
+    output = small_output({"a.md": "# a\n", "api-drift.md": drift})
+    assert regenerate(tmp_path, monkeypatch, output) == 0
+    assert "- `dist.old_op` → `dist.new_op`" in skill.read_text() and "stale" not in skill.read_text()
+    assert regenerate(tmp_path, monkeypatch, output, check=True) == 0
+    skill.write_text(f"# Skill\n{START}\nstale\n{END}\n")
+    capsys.readouterr()
+    assert regenerate(tmp_path, monkeypatch, output, check=True) == 1
+    assert "differs: SKILL.md (its what-changed block)" in capsys.readouterr().out
+    assert "stale" in skill.read_text()  # --check writes nothing

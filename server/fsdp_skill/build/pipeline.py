@@ -458,6 +458,12 @@ def summary(output: Output, seconds: float) -> str:
     )
 
 
+def _sync_skill_md(root: Path, output: Output, write: bool) -> bool:
+    """SKILL.md's generated what-changed block against this build's api-drift.md (see `what_changed`)."""
+    drift = output.files.get(DRIFT_FILE)
+    return drift is not None and what_changed.sync_skill(root, drift, output.catalog, write=write)
+
+
 def cli_regenerate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     root = writable_root("regenerate rebuilds references/ from the upstream/ cache")
@@ -478,7 +484,7 @@ def cli_regenerate(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - started
     if args.check:
         changed = differences(output, ref_dir)
-        if what_changed.sync_skill(root, output.files[DRIFT_FILE], output.catalog, write=False):
+        if _sync_skill_md(root, output, write=False):
             changed.append("differs: SKILL.md (its what-changed block)")
         for line in changed:
             print(line)
@@ -489,7 +495,7 @@ def cli_regenerate(args: argparse.Namespace) -> int:
         print("references/ is up to date")
         return 0
     written = write_output(output, ref_dir, root)
-    if what_changed.sync_skill(root, output.files[DRIFT_FILE], output.catalog, write=True):
+    if _sync_skill_md(root, output, write=True):
         written.append("../SKILL.md")
     elapsed = time.perf_counter() - started
     print(summary(output, elapsed))
