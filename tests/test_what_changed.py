@@ -46,7 +46,7 @@ def test_every_deprecated_name_of_api_drift_is_on_the_first_screen_with_its_repl
 
 def test_fully_shards_new_dp_mesh_dims_and_its_class_are_listed() -> None:
     block = _block(SKILL)
-    assert "`dist.fsdp.DataParallelMeshDims`" in block and "`fully_shard(dp_mesh_dims=...)`" in block
+    assert "`dist.fsdp`: `DataParallelMeshDims`" in block and "`fully_shard(dp_mesh_dims=...)`" in block
     assert "torch.distributed.fsdp.DataParallelMeshDims" in new_names(DRIFT)
 
 
@@ -72,7 +72,7 @@ def test_render_lists_replacements_bare_deprecations_and_documented_new_names_on
     block = render_block(SMALL_DRIFT, Catalog(torch_version="2.13.0", ref="v2.13.0"))
     assert deprecated(SMALL_DRIFT) == [("torch.distributed.old_op", "torch.distributed.new_op"), ("torch.distributed.gone", "")]
     assert "- `dist.old_op` → `dist.new_op`" in block and "- no named replacement: `dist.gone`" in block
-    assert "`dist.fsdp.NewThing`" in block and "Logger" not in block  # no docstring, not in a listed module
+    assert "`dist.fsdp`: `NewThing`" in block and "Logger" not in block  # no docstring, not in a listed module
 
 
 def test_sync_rewrites_only_between_the_markers_and_check_mode_leaves_the_file(tmp_path: Path) -> None:

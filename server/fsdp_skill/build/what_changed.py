@@ -96,8 +96,12 @@ def render_block(drift: str, catalog: Catalog) -> str:
     names = new_names(drift)
     if names:
         params = new_parameters(catalog, names)
+        by_module: dict[str, list[str]] = {}
+        for name in names:
+            module, short = name.rsplit(".", 1)
+            by_module.setdefault(_short(module), []).append(f"`{short}`")
         lines += ["", "Public but on no doc page (`help(name)` documents them): "
-                  + ", ".join(f"`{_short(n)}`" for n in names)
+                  + "; ".join(f"`{module}`: {', '.join(shorts)}" for module, shorts in by_module.items())
                   + ("; parameters: " + ", ".join(f"`{api.rsplit('.', 1)[1]}({p}=...)`" for api, p, _ in params) if params else "")
                   + "."]
     lines.append(END)
