@@ -9,6 +9,7 @@ without it; rich, if installed, draws a nicer table). Examples:
     python scripts/verify_examples.py                      # every example, gloo, each at its world size
     python scripts/verify_examples.py -k all_reduce --json out.json
     python scripts/verify_examples.py --backend nccl       # on a machine with one GPU per rank
+    python scripts/verify_examples.py --only-claims        # the claim checks of assets/checks/ (SKILL.md's statements)
     torchrun --nproc-per-node 2 scripts/verify_examples.py --world-size 2   # as launcher-started ranks
 
 Exit status: 0 when nothing failed, 1 when an example failed, 2 for bad input.
