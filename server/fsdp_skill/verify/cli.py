@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.atomic import unwritable_reason
 from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
 from fsdp_skill.core.paths import repo_root, writable_root
 
@@ -44,6 +45,7 @@ from .examples import (
     select,
 )
 from .patterns import PatternHeaderError
+from .plan import MAX_LOCAL_RANKS
 from .report import (
     STATUSES,
     build_report,
@@ -74,6 +76,12 @@ def _options(args: argparse.Namespace) -> RunOptions:
         raise _InputError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.world_size is not None and not 1 <= args.world_size <= 64:
         raise _InputError(f"--world-size must be between 1 and 64, got {args.world_size}")
+    if args.world_size is not None and args.world_size > MAX_LOCAL_RANKS and not launched_by_torchrun():
+        raise _InputError(
+            f"--world-size {args.world_size}: this runner starts at most {MAX_LOCAL_RANKS} processes on one machine; "
+            f"for more ranks launch it across nodes: torchrun --nnodes N --nproc-per-node M "
+            f"scripts/verify_examples.py --world-size {args.world_size}"
+        )
     return RunOptions(backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout))
 
 
@@ -225,6 +233,7 @@ def cli_verify(args: argparse.Namespace) -> int:
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
             )
+        _check_report_paths(args)
     except (CatalogReadError, _InputError, UserError) as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
@@ -271,14 +280,30 @@ def cli_verify(args: argparse.Namespace) -> int:
         print(summary_line(claim_results, "claims"))
     everything = results + pattern_results + claim_results
     report = build_report(everything, torch_version)
-    if args.json_path:
-        write_atomic(Path(args.json_path), dumps_json(report))
-    if args.write_report:
-        refs = repo_root() / "references"
-        write_report(report, refs / "verification.json", refs / "verification.md", chosen.known,
-                     documented_sizes=options.world_size is None)
-        print(f"wrote {refs / 'verification.md'} and verification.json")
+    try:
+        if args.json_path:
+            write_atomic(Path(args.json_path), dumps_json(report))
+        if args.write_report:
+            refs = repo_root() / "references"
+            write_report(report, refs / "verification.json", refs / "verification.md", chosen.known,
+                         documented_sizes=options.world_size is None)
+            print(f"wrote {refs / 'verification.md'} and verification.json")
+    except OSError as exc:  # checked at the start, so only a disk filling up or a folder removed meanwhile
+        print(f"verify: error: cannot write the report {exc.filename or ''} ({exc.strerror}); "
+              "the results are printed above", file=sys.stderr)
+        return 2
     return 1 if any(r["status"] == "failed" for r in everything) else 0
+
+
+def _check_report_paths(args: argparse.Namespace) -> None:
+    """Fail before the run, not after it, when a report cannot be written where it was asked for."""
+    targets = [("--json", Path(args.json_path))] if args.json_path else []
+    if args.write_report:
+        targets.append(("--write-report", repo_root() / "references" / "verification.json"))
+    for flag, path in targets:
+        reason = unwritable_reason(path)
+        if reason:
+            raise _InputError(f"{flag} {path}: {reason}")
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
