@@ -9,7 +9,9 @@ import pytest
 
 from fsdp_skill.apidoc import introspect
 from fsdp_skill.apidoc.docstring_sections import split_docstring
-from fsdp_skill.apidoc.docstrings import ApiDoc, document, render_api, to_api_entry, to_examples, walk
+from fsdp_skill.apidoc.api_model import ApiDoc, walk
+from fsdp_skill.apidoc.api_render import render_api, to_api_entry, to_examples
+from fsdp_skill.apidoc.docstrings import document
 from fsdp_skill.apidoc.doctests import count_prompts
 from fsdp_skill.build.markdown_checks import artefacts, tables
 
@@ -276,7 +278,7 @@ def test_a_description_whose_first_paragraph_is_not_the_summary_is_kept_whole() 
 
 
 def test_a_module_without_a_docstring_renders_no_heading_and_its_members_take_its_place() -> None:
-    from fsdp_skill.apidoc.docstrings import is_bare_module
+    from fsdp_skill.apidoc.api_render import is_bare_module
 
     [module], _ = doc_of("automodule", "torch.distributed.debug", current_module=None, members="")
     assert is_bare_module(module) and module.members

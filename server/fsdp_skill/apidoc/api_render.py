@@ -8,19 +8,16 @@ heading by rewriting the `#` run of heading lines outside fences (no re-renderin
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from fsdp_skill.apidoc.api_model import DESCRIPTION_HEADING_BASE, ApiDoc
 from fsdp_skill.core.catalog import ApiEntry, Example
 
-if TYPE_CHECKING:
-    from fsdp_skill.apidoc.docstrings import ApiDoc
-
-_DESCRIPTION_HEADING_BASE = 4  # docstrings.build_doc converts prose with this heading base
+__all__ = ["is_bare_module", "render_api", "to_api_entry", "to_examples"]
 
 
 def _shift_headings(markdown: str, level: int) -> str:
     """Make the description's top heading level `level` (capped at 6)."""
-    delta = level - _DESCRIPTION_HEADING_BASE
+    delta = level - DESCRIPTION_HEADING_BASE
     if delta == 0 or "#" not in markdown:
         return markdown
     out: list[str] = []
@@ -139,7 +136,7 @@ def render_api(doc: ApiDoc, *, level: int) -> str:
 
 
 def to_api_entry(doc: ApiDoc, *, reference: str, anchor: str, url: str | None, example_ids: list[str]) -> ApiEntry:
-    """The catalog entry for doc itself (members are separate entries: see docstrings.walk)."""
+    """The catalog entry for doc itself (members are separate entries: see api_model.walk)."""
     return ApiEntry(
         qualified_name=doc.qualified_name,
         kind=doc.kind,  # type: ignore[arg-type]

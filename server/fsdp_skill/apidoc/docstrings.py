@@ -4,65 +4,31 @@ Build time only (imports torch through introspect). `document()` follows Sphinx'
 which objects a directive covers (relative names against the current module; `:members:`,
 `:undoc-members:`, `:special-members:`, `:exclude-members:`), splits each docstring into its
 parts (docstring_sections), converts prose with the RST converter, and parses `>>>` examples.
-Rendering to markdown and to catalog models lives in api_render (re-exported here).
+The ApiDoc model lives in api_model; rendering to markdown and to catalog models in api_render.
 """
 
 from __future__ import annotations
 
 import enum
 import inspect
-from dataclasses import dataclass, field
 from typing import Any
 
 from fsdp_skill.apidoc import deprecation
 from fsdp_skill.apidoc import introspect
-from fsdp_skill.core.catalog import Deprecation, Parameter
+from fsdp_skill.apidoc.api_model import DESCRIPTION_HEADING_BASE, ApiDoc
+from fsdp_skill.core.catalog import Parameter
 from fsdp_skill.apidoc.docstring_sections import RawDocstring, RawItem, split_docstring
-from fsdp_skill.apidoc.doctests import ParsedExample, parse_doctest
+from fsdp_skill.apidoc.doctests import parse_doctest
 from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.convert.markdown import plain_text
 from fsdp_skill.convert.rst.converter import Warn, rst_to_markdown
 from fsdp_skill.convert.rst.inline import inline_to_markdown
 
-AUTODOC_DIRECTIVES = ("automodule", "autoclass", "autoexception", "autofunction", "automethod", "autoattribute",
-                      "autoproperty", "autodata", "autodecorator", "autosummary")
-
-
-@dataclass
-class ApiDoc:
-    qualified_name: str
-    kind: str
-    module: str
-    signature: str | None = None
-    summary: str = ""
-    # The docstring's first paragraph as converted markdown when it is the summary (rendered above
-    # `description`, which then holds the rest: the catalog keeps summary and description apart).
-    lead: str = ""
-    description: str = ""
-    parameters: list[Parameter] = field(default_factory=list)
-    returns: str | None = None
-    raises: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    deprecation: Deprecation | None = None
-    examples: list[ParsedExample] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
-    members: list[ApiDoc] = field(default_factory=list)
-    # Examples already shown inside `description` (a `>>>` block in the prose), by index into
-    # `examples`: the renderer must not print them twice.
-    inline_examples: set[int] = field(default_factory=set)
-    # The spelling the page documented it under (qualified_name is the canonical public path):
-    # Sphinx's anchor upstream, and what the build compares to pick one of several spellings.
-    documented_name: str = ""
-
-    def __post_init__(self) -> None:
-        self.documented_name = self.documented_name or self.qualified_name
-
-
 class _Context:
     def __init__(self, origin: str, line: int, warn: Warn) -> None:
         self.origin, self.line, self.warn = origin, line, warn
 
-    def convert(self, rst: str, name: str, heading_base: int = 4) -> str:
+    def convert(self, rst: str, name: str, heading_base: int = DESCRIPTION_HEADING_BASE) -> str:
         def warn_in_docstring(_origin: str, line: int, message: str) -> None:
             self.warn(self.origin, self.line, f"docstring of {name}, line {line}: {message}")
 
@@ -337,14 +303,4 @@ def _parameters(items: list[RawItem], params_sig: list[tuple[str, str | None, st
     return params
 
 
-def walk(doc: ApiDoc) -> list[ApiDoc]:
-    """doc and all its members, depth first (each member is its own catalog entry)."""
-    out = [doc]
-    for member in doc.members:
-        out.extend(walk(member))
-    return out
-
-
-from fsdp_skill.apidoc.api_render import is_bare_module, render_api, to_api_entry, to_examples  # noqa: E402  (re-export)
-
-__all__ = ["ApiDoc", "document", "is_bare_module", "render_api", "to_api_entry", "to_examples", "walk"]
+__all__ = ["document", "build_doc", "split_lead", "plain_text_of"]

@@ -29,6 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.apidoc import drift
+from fsdp_skill.apidoc.api_model import ApiDoc
+from fsdp_skill.apidoc.api_render import to_api_entry, to_examples
+from fsdp_skill.apidoc.autodoc import AutodocRegistry
 from fsdp_skill.convert.rst import converter as rst
 from fsdp_skill.upstream import sources
 from fsdp_skill.build.assemble import Chunk, ConvertedPage, assemble, sphinx_id, topic_body
@@ -146,7 +150,7 @@ class _Warnings:
 
 
 def _convert_pages(
-    root: Path, pages: list[sources.DeclaredSource], used: set[str], registry: Any, torch_version: str, warn: _Warnings
+    root: Path, pages: list[sources.DeclaredSource], used: set[str], registry: AutodocRegistry, torch_version: str, warn: _Warnings
 ) -> dict[str, tuple[str, str | None]]:
     """Source id -> (markdown with autodoc placeholders, rendered page URL), in declaration order."""
     converted: dict[str, tuple[str, str | None]] = {}
@@ -185,7 +189,7 @@ def _toml_line(root: Path, name: str) -> int:
 
 
 def _autodoc_parts(
-    root: Path, topic_map: TopicMap, registry: Any, torch_version: str
+    root: Path, topic_map: TopicMap, registry: AutodocRegistry, torch_version: str
 ) -> dict[tuple[str, int], tuple[str, str | None]]:
     parts: dict[tuple[str, int], tuple[str, str | None]] = {}
     version = sources.docs_version(torch_version)
@@ -229,7 +233,7 @@ def _section_url(chunk: Chunk | None, anchor: str, title: str, is_api: bool, lev
     return f"{chunk.page_url}#{sphinx_id(title)}"
 
 
-def _upstream_anchor(doc: Any) -> str:
+def _upstream_anchor(doc: ApiDoc) -> str:
     """Sphinx's id for an entry: the spelling the page documented it under (not ours); a module's
     target is 'module-<name>'."""
     return f"module-{doc.documented_name}" if doc.kind == "module" else doc.documented_name
@@ -239,8 +243,6 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     """Build every generated file in memory (nothing is written)."""
     root = root or repo_root()
     torch_version = installed_torch_version()
-    from fsdp_skill.apidoc import drift
-    from fsdp_skill.apidoc.autodoc import AutodocRegistry
 
     warn = _Warnings()
     pages = sources.load_pages(root)
@@ -301,10 +303,12 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
             if documented is None or span.anchor in placed:
                 continue
             placed.add(span.anchor)
-            entry_examples = docstrings_examples(documented.doc, name, span.anchor, documented.source)
+            entry_examples = to_examples(documented.doc, reference=name, anchor=span.anchor, source=documented.source)
             examples.extend(entry_examples)
             api.append(
-                docstrings_entry(documented.doc, name, span.anchor, url, [e.id for e in entry_examples])
+                to_api_entry(
+                    documented.doc, reference=name, anchor=span.anchor, url=url, example_ids=[e.id for e in entry_examples]
+                )
             )
     for missing in sorted(set(registry.entries) - placed):
         warn("assets/topics.toml", 0, f"{missing} was documented but landed in no reference file")
@@ -370,18 +374,6 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         files=files, catalog=catalog, warnings=warn.lines, problems=found, drift_names=drift_count,
         coverage=covered, missing=warn.missing,
     )
-
-
-def docstrings_examples(doc: Any, reference: str, anchor: str, source: str | None) -> list[Example]:
-    from fsdp_skill.apidoc import docstrings
-
-    return list(docstrings.to_examples(doc, reference=reference, anchor=anchor, source=source))
-
-
-def docstrings_entry(doc: Any, reference: str, anchor: str, url: str | None, example_ids: list[str]) -> ApiEntry:
-    from fsdp_skill.apidoc import docstrings
-
-    return docstrings.to_api_entry(doc, reference=reference, anchor=anchor, url=url, example_ids=example_ids)
 
 
 def _count_drift_names(drift: Any, text: str) -> int:
