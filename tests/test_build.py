@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -279,7 +280,7 @@ def test_validation_problems_stop_the_run_before_anything_is_written(tmp_path: P
 
 
 def test_missing_torch_is_a_clear_user_error(monkeypatch) -> None:
-    real = build.importlib.util.find_spec
-    monkeypatch.setattr(build.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     with pytest.raises(UserError, match="torch is not installed"):
-        build.installed_torch_version()
+        build.torch_release()

@@ -299,3 +299,19 @@ def test_a_registry_places_no_entry_for_a_module_without_a_docstring() -> None:
     expanded = registry.expand(page)
     assert "torch.distributed.checkpoint" not in expanded and "torch.distributed.checkpoint" not in registry.entries
     assert expanded.startswith("## DCP\n\nText.")
+
+
+def test_a_registry_reports_a_name_torch_lacks_as_a_missing_name_event_not_as_a_warning() -> None:
+    from fsdp_skill.apidoc.autodoc import AutodocRegistry
+
+    warnings: list[str] = []
+    registry = AutodocRegistry(lambda o, ln, m: warnings.append(m))
+    hook = registry.hook(origin="tensor.md", source=None, page_url=None)
+    hook("currentmodule", "torch.distributed.tensor.placement_types", {}, 3, 3)
+    assert hook("autoclass", "MaskPartial", {}, 7, 3) == ""
+    assert hook("autofunction", "torch.distributed.no_such_function", {}, 9, 3) == ""
+    assert warnings == []
+    assert [(m.qualified_name, m.where) for m in registry.missing] == [
+        ("torch.distributed.tensor.placement_types.MaskPartial", "tensor.md:7"),
+        ("torch.distributed.no_such_function", "tensor.md:9"),
+    ]

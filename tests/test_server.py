@@ -63,6 +63,20 @@ def test_every_tool_is_read_only_with_an_output_schema_and_a_description(tree: P
     with_client(tree, body)
 
 
+def test_the_kind_and_status_filters_offer_exactly_the_shared_vocabulary(tree: Path) -> None:
+    from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, STATUS_FILTERS
+
+    def enum_of(schema: dict, name: str) -> list[str]:
+        prop = schema["properties"][name]
+        return next(option["enum"] for option in prop.get("anyOf", [prop]) if "enum" in option)
+
+    async def body(client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert enum_of(tools["search_docs"].input_schema, "kind") == list(DOCUMENT_KINDS)
+        assert enum_of(tools["list_examples"].input_schema, "status") == list(STATUS_FILTERS)
+    with_client(tree, body)
+
+
 def test_verify_example_is_registered_only_with_allow_run_and_is_not_read_only(tree: Path) -> None:
     async def body(client: Client) -> None:
         tools = {t.name: t for t in (await client.list_tools()).tools}

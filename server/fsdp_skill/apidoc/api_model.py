@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from fsdp_skill.apidoc.doctests import ParsedExample
 from fsdp_skill.core.catalog import Deprecation, Parameter
 
-__all__ = ["DESCRIPTION_HEADING_BASE", "ApiDoc", "walk"]
+__all__ = ["DESCRIPTION_HEADING_BASE", "ApiDoc", "MissingName", "walk"]
 
 # Docstring prose is converted with its top heading at this level; the renderer shifts it below the entry's heading.
 DESCRIPTION_HEADING_BASE = 4
@@ -45,6 +45,37 @@ class ApiDoc:
 
     def __post_init__(self) -> None:
         self.documented_name = self.documented_name or self.qualified_name
+
+
+@dataclass(frozen=True)
+class MissingName:
+    """An autodoc directive names something the installed torch does not have.
+
+    Not a conversion problem but API drift: the build lists it in api-drift.md instead of warning,
+    so it travels as this event rather than as warning text someone would have to parse back.
+    """
+
+    directive: str
+    name: str  # as the page wrote it
+    current_module: str | None  # the page's current module when the directive ran
+    origin: str  # the page (or topics.toml) naming it
+    line: int
+
+    @property
+    def qualified_name(self) -> str:
+        """The name with the page's current module in front unless it is already absolute."""
+        if self.name.startswith("torch.") or not self.current_module:
+            return self.name
+        return f"{self.current_module}.{self.name}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.origin}:{self.line}"
+
+    def message(self) -> str:
+        """The warning a caller with no use for the event prints instead."""
+        module = f" (current module {self.current_module})" if self.current_module else ""
+        return f"{self.directive} {self.name}: cannot import it from the installed torch{module}"
 
 
 def walk(doc: ApiDoc) -> list[ApiDoc]:

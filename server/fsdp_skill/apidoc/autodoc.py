@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from fsdp_skill.apidoc import docstrings
-from fsdp_skill.apidoc.api_model import ApiDoc, walk
+from fsdp_skill.apidoc.api_model import ApiDoc, MissingName, walk
 from fsdp_skill.apidoc.api_render import is_bare_module, render_api
 from fsdp_skill.convert.myst import PageAutodocHook, Warn
 
@@ -50,6 +50,7 @@ class AutodocRegistry:
         self.warn = warn
         self.calls: list[_Call] = []
         self.entries: dict[str, Documented] = {}
+        self.missing: list[MissingName] = []  # directives naming what the installed torch lacks (drift)
         self.repeats = 0  # spellings dropped because the same object is documented elsewhere
         self._rendered: dict[int, str] | None = None
 
@@ -73,6 +74,7 @@ class AutodocRegistry:
                     origin=origin,
                     line=line,
                     warn=self.warn,
+                    missing=self.missing.append,
                 )
             except _DOCSTRING_FAILURES as exc:
                 # One docstring the converter cannot handle must not sink the build: the directive

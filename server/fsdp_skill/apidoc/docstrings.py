@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import enum
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from fsdp_skill.apidoc import deprecation
 from fsdp_skill.apidoc import introspect
-from fsdp_skill.apidoc.api_model import DESCRIPTION_HEADING_BASE, ApiDoc
+from fsdp_skill.apidoc.api_model import DESCRIPTION_HEADING_BASE, ApiDoc, MissingName
 from fsdp_skill.core.catalog import Parameter
 from fsdp_skill.apidoc.docstring_sections import RawDocstring, RawItem, split_docstring
 from fsdp_skill.apidoc.doctests import parse_doctest
@@ -40,16 +41,23 @@ def _split_options_list(value: str | None) -> list[str]:
 
 
 def document(directive: str, argument: str, *, options: dict[str, str], current_module: str | None,
-             origin: str, line: int, warn: Warn) -> list[ApiDoc]:
-    """The ApiDocs an autodoc directive stands for ([] with a warning if a name does not import)."""
+             origin: str, line: int, warn: Warn, missing: Callable[[MissingName], None] | None = None) -> list[ApiDoc]:
+    """The ApiDocs an autodoc directive stands for.
+
+    A name that does not import is left out and reported to `missing` (API drift), or as a warning
+    when no `missing` is given.
+    """
     ctx = _Context(origin, line, warn)
     names = [n.strip() for n in argument.split("\n") if n.strip()] if directive == "autosummary" else [argument.strip()]
     docs: list[ApiDoc] = []
     for name in names:
         resolved = introspect.resolve(name, current_module)
         if resolved is None:
-            where = f" (current module {current_module})" if current_module else ""
-            warn(origin, line, f"{directive} {name}: cannot import it from the installed torch{where}")
+            event = MissingName(directive, name, current_module, origin, line)
+            if missing is not None:
+                missing(event)
+            else:
+                warn(origin, line, event.message())
             continue
         kind = introspect.kind_of(resolved.obj, resolved.parent)
         doc = build_doc(resolved.qualified_name, resolved.obj, kind, resolved.parent, ctx)

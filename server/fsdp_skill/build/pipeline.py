@@ -16,8 +16,6 @@ catalog (catalog.py) → index (index.py).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import os
 import re
 import shutil
@@ -30,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fsdp_skill.apidoc import drift
-from fsdp_skill.apidoc.api_model import ApiDoc
+from fsdp_skill.apidoc.api_model import ApiDoc, MissingName
 from fsdp_skill.apidoc.api_render import to_api_entry, to_examples
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
 from fsdp_skill.convert.rst import converter as rst
@@ -50,6 +48,7 @@ from fsdp_skill.core.errors import UserError
 from fsdp_skill.build.lint import problems as lint_problems
 from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
 from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.core.torch_version import installed_torch_version, release_version
 from fsdp_skill.build.render import SourceRow, drop_empty_sections, drop_quotes_matching, render_reference, split_sections
 from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
 from fsdp_skill.build.patterns import load_patterns
@@ -63,12 +62,6 @@ RST_PAGE_ENTRY_LEVEL = 3  # heading level of API entries an .rst page's autodoc 
 EDIT_ON_GITHUB_NOTE = re.compile(r"View and edit this tutorial in \[github\]")
 
 
-class BuildError(UserError):
-    """The generated output failed validation; nothing was written."""
-
-    exit_code = 1
-
-
 @dataclass
 class Output:
     files: dict[str, str]  # name under references/ -> text
@@ -77,22 +70,21 @@ class Output:
     problems: list[str] = field(default_factory=list)
     drift_names: int = 0
     coverage: str = ""  # how the covered modules' public names are accounted for
-    missing: list[tuple[str, str]] = field(default_factory=list)  # documented names torch lacks
+    missing: list[MissingName] = field(default_factory=list)  # documented names torch lacks
 
 
 # --- environment -----------------------------------------------------------------------------------
 
 
-def installed_torch_version() -> str:
-    """The installed torch's version without its local suffix ('2.13.0+cpu' -> '2.13.0')."""
-    if importlib.util.find_spec("torch") is None:
+def torch_release() -> str:
+    """The installed torch's release ('2.13.0'), the version the references are stamped with."""
+    version = installed_torch_version()
+    if version is None:
         raise UserError(
             "torch is not installed: regenerate reads the API text from the installed torch's docstrings; "
             "install the torch the references are pinned to (pip install 'torch==2.13.*') and rerun"
         )
-    import torch
-
-    return str(torch.__version__).split("+")[0]
+    return release_version(version)
 
 
 def _docs_ref(root: Path, pages: list[sources.DeclaredSource]) -> str:
@@ -129,23 +121,13 @@ def _site_resolver(page: sources.DeclaredSource, page_url: str | None) -> Callab
 
 
 class _Warnings:
-    """Collects 'file:line: message' warnings. A page naming an object the installed torch lacks is
-    not a conversion problem but API drift: it is kept apart and reported in api-drift.md."""
-
-    # The wording of docstrings.document's warning for a name that does not import.
-    _MISSING = re.compile(r"^\w+ (?P<name>\S+): cannot import it from the installed torch(?: \(current module (?P<module>[\w.]+)\))?")
+    """Collects 'file:line: message' warnings. (A page naming an object the installed torch lacks is
+    API drift, not a warning: the autodoc registry collects those as MissingName events.)"""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.missing: list[tuple[str, str]] = []  # (qualified name, "file:line")
 
     def __call__(self, origin: str, line: int, message: str) -> None:
-        match = self._MISSING.match(message)
-        if match:
-            name, module = match.group("name"), match.group("module")
-            qualified = name if name.startswith("torch.") or not module else f"{module}.{name}"
-            self.missing.append((qualified, f"{origin}:{line}"))
-            return
         self.lines.append(f"{origin}:{line}: {message}")
 
 
@@ -242,7 +224,7 @@ def _upstream_anchor(doc: ApiDoc) -> str:
 def build_references(root: Path | None = None, *, ref: str | None = None) -> Output:
     """Build every generated file in memory (nothing is written)."""
     root = root or repo_root()
-    torch_version = installed_torch_version()
+    torch_version = torch_release()
 
     warn = _Warnings()
     pages = sources.load_pages(root)
@@ -321,7 +303,7 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
             upstream_names.add(documented.doc.qualified_name)
             upstream_names.update(documented.doc.aliases)
     docs_ref = ref or _docs_ref(root, pages)
-    drift_text = drift.build_drift(upstream_names, torch_version=torch_version, ref=docs_ref, missing=warn.missing)
+    drift_text = drift.build_drift(upstream_names, torch_version=torch_version, ref=docs_ref, missing=[(m.qualified_name, m.where) for m in registry.missing])
     files[DRIFT_FILE] = drift_text if drift_text.endswith("\n") else drift_text + "\n"
     drift_sections = split_sections(files[DRIFT_FILE])
     references.append(
@@ -364,7 +346,7 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     for file_name, text in files.items():
         if file_name.endswith(".md"):
             found.extend(lint_problems(file_name, text))
-    drift_count = _count_drift_names(drift, files[DRIFT_FILE])
+    drift_count = len(drift.listed_names(files[DRIFT_FILE]))
     catalog_names = {entry.qualified_name for entry in catalog.api} | {a for entry in catalog.api for a in entry.aliases}
     total, as_entries, drift_only, uncovered = drift.coverage(catalog_names, files[DRIFT_FILE])
     # Every public name must be findable: an API entry, or a row of api-drift.md saying why not.
@@ -372,15 +354,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     covered = f"{total} public names: {as_entries} API entries + {drift_only} only in {DRIFT_FILE}, {len(uncovered)} uncovered"
     return Output(
         files=files, catalog=catalog, warnings=warn.lines, problems=found, drift_names=drift_count,
-        coverage=covered, missing=warn.missing,
+        coverage=covered, missing=registry.missing,
     )
-
-
-def _count_drift_names(drift: Any, text: str) -> int:
-    counter = getattr(drift, "count_names", None)
-    if counter is not None:
-        return int(counter(text))
-    return sum(1 for line in text.splitlines() if line.startswith("| `"))
 
 
 # --- writing -----------------------------------------------------------------------------------------
@@ -454,8 +429,8 @@ def cli_regenerate(args: argparse.Namespace) -> int:
     root = repo_root()
     ref_dir = references_dir(root)
     output = build_references(root, ref=args.ref)
-    for name, where in output.missing:
-        print(f"note: {where}: {name} is documented upstream but missing from the installed torch (see api-drift.md)", file=sys.stderr)
+    for missing in output.missing:
+        print(f"note: {missing.where}: {missing.qualified_name} is documented upstream but missing from the installed torch (see api-drift.md)", file=sys.stderr)
     for line in output.warnings:
         print(f"warning: {line}", file=sys.stderr)
     if output.problems:

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
 def _add_fetch(sub: argparse._SubParsersAction) -> None:
@@ -43,7 +44,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="search the docs index")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5)
-    p.add_argument("--kind", choices=["section", "api", "example", "pattern"])
+    p.add_argument("--kind", choices=DOCUMENT_KINDS)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler="fsdp_skill.cli.search:cli_search")
 

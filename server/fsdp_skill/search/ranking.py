@@ -27,7 +27,6 @@ from fsdp_skill.search.index import DocRow, DocsIndex
 from fsdp_skill.search.query import SCOPES, ParsedQuery, identifier_parts, is_identifier, parse_query
 from fsdp_skill.search.snippets import make_snippet
 
-KINDS = ("section", "api", "example", "pattern")
 POOL = 60
 # Examples are bare code: useful when asked for, noise otherwise.
 KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0}

@@ -21,6 +21,7 @@ from pydantic import Field
 
 from fsdp_skill import __version__
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
@@ -41,9 +42,6 @@ and torch.distributed, pinned to torch {torch_version}. Start with search_docs; 
 exact signatures and defaults (short names and aliases like all_reduce, dist.barrier, FSDP work); \
 read_reference for a whole topic or section; list_patterns/get_pattern for runnable scripts. \
 Examples carry their verification status (passed / failed / skipped / doc-bug) on this torch."""
-
-SearchKind = Literal["section", "api", "example", "pattern"]
-ExampleStatus = Literal["passed", "failed", "skipped", "doc-bug", "not verified"]
 
 
 def _answer(call: Callable[[], T]) -> T:
@@ -66,7 +64,7 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
     def search_docs(
         query: Annotated[str, Field(description="Words, a question or an API name, e.g. 'fully_shard mixed precision'.")],
         limit: Annotated[int, Field(description=f"How many results, 1 to {MAX_LIMIT}.")] = 5,
-        kind: Annotated[SearchKind | None, Field(description="Only this kind of result; omit for all.")] = None,
+        kind: Annotated[DocumentKind | None, Field(description="Only this kind of result; omit for all.")] = None,
     ) -> SearchResponse:
         """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns).
 
@@ -104,7 +102,7 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def list_examples(
         symbol: Annotated[str | None, Field(description="Only examples of APIs whose name contains this, e.g. 'all_reduce'.")] = None,
-        status: Annotated[ExampleStatus | None, Field(description="Only examples with this verification status.")] = None,
+        status: Annotated[StatusFilter | None, Field(description="Only examples with this verification status.")] = None,
         start_index: Annotated[int, Field(description="Position to start from (the previous page's next_start_index).")] = 0,
         limit: Annotated[int, Field(description=f"Examples per page, 1 to {MAX_EXAMPLE_PAGE}.")] = EXAMPLE_PAGE,
     ) -> ExampleList:

@@ -10,6 +10,7 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
 from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.search.query import QueryError, resolve_prefix
@@ -17,17 +18,16 @@ from fsdp_skill.serve.results import (
     ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
     PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
 )
-from fsdp_skill.search.ranking import KINDS, search
+from fsdp_skill.search.ranking import search
 from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve.results import VerificationStatus
-from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
+from fsdp_skill.serve.verification import VerificationReport, run_verification, summarize
 
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
 MAX_WORLD_SIZE = 8
 # list_examples pages: the full listing runs to thousands of tokens, more than a model needs at once.
 EXAMPLE_PAGE, MAX_EXAMPLE_PAGE = 25, 200
-EXAMPLE_STATUSES = ("passed", "failed", "skipped", "doc-bug", NOT_VERIFIED)
 MAX_VERIFY_TIMEOUT = 600.0
 
 
@@ -52,8 +52,8 @@ class Toolbox:
     def search_docs(self, query: str, limit: int = 5, kind: str | None = None) -> SearchResponse:
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolInputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}: pass e.g. limit=5")
-        if kind is not None and kind not in KINDS:
-            raise ToolInputError(f"unknown kind {kind!r}: pass one of {', '.join(KINDS)}, or omit it to search all")
+        if kind is not None and kind not in DOCUMENT_KINDS:
+            raise ToolInputError(f"unknown kind {kind!r}: pass one of {', '.join(DOCUMENT_KINDS)}, or omit it to search all")
         try:
             hits = search(self.index, query, limit=limit, kind=kind)
         except QueryError as exc:
@@ -205,8 +205,8 @@ class Toolbox:
             raise ToolInputError(f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}")
         if start_index < 0:
             raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
-        if status is not None and status not in EXAMPLE_STATUSES:
-            raise ToolInputError(f"unknown status {status!r}: pass one of {', '.join(EXAMPLE_STATUSES)}, or omit it")
+        if status is not None and status not in STATUS_FILTERS:
+            raise ToolInputError(f"unknown status {status!r}: pass one of {', '.join(STATUS_FILTERS)}, or omit it")
         payloads = self.index.payloads("example")
         if symbol and symbol.strip():
             needle = resolve_prefix(symbol.strip()).lower()

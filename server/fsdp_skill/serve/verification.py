@@ -17,9 +17,9 @@ import threading
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.vocabulary import NOT_VERIFIED
 from fsdp_skill.serve.results import VerificationStatus
 
-NOT_VERIFIED = "not verified"
 # Seconds the runner gets beyond the per-example timeout to spawn ranks and write its report.
 STARTUP_GRACE_S = 60.0
 # The runner's entry point (`python -m RUNNER_MODULE --id … --json PATH`); tests point it at a stand-in.

@@ -20,7 +20,6 @@ failure leaves upstream/ untouched and surfaces as one NetworkError line naming 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ import httpx
 from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
 from fsdp_skill.core.errors import NetworkError, UserError
 from fsdp_skill.core.paths import repo_root
+from fsdp_skill.core.torch_version import installed_torch_version
 from fsdp_skill.upstream.sources import (
     Declaration,
     DeclaredSource,
@@ -59,14 +59,6 @@ Sleep = Callable[[float], None]
 
 
 # --- which ref ------------------------------------------------------------------------------------
-
-
-def installed_torch_version() -> str | None:
-    """The installed torch's version string, read from its metadata (torch is not imported)."""
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def torch_tag(version: str) -> str:

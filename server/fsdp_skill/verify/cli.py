@@ -18,7 +18,9 @@ from typing import Any
 from .args import add_arguments
 from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
 from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
-from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # stdlib only
+
+from .report import build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
 _STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}
@@ -144,7 +146,7 @@ def print_details(results: list[Result]) -> None:
 def summary_line(results: list[Result], kind: str = "examples") -> str:
     """'verify: examples: 27 passed, 5 doc-bug, ...' — patterns have no doc-bug status, so it is left out."""
     tally = counts(results)
-    statuses = [s for s in STATUSES if kind == "examples" or s != "doc-bug"]
+    statuses = EXAMPLE_STATUSES if kind == "examples" else PATTERN_STATUSES
     return f"verify: {kind}: " + ", ".join(f"{tally.get(s, 0)} {s}" for s in statuses) + f" ({len(results)} {kind})"
 
 

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsdp_skill.core.vocabulary import ExampleStatus  # stdlib only
+
 from .examples import ExampleSpec
 
 _DEVICE_KWARG = re.compile(r",?\s*device\s*=\s*'[^']*'")
@@ -80,7 +82,7 @@ def ranks_meant(spec: ExampleSpec, index: int) -> int | None:
 
 @dataclass
 class Verdict:
-    status: str
+    status: ExampleStatus
     reason: str | None
     ranks: list[dict[str, Any]] = field(default_factory=list)
 

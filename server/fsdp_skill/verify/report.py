@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from fsdp_skill.core.atomic import write_atomic  # stdlib only, shared with the catalog
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # stdlib only
 from .catalog_patterns import PATTERN_PREFIX
 
-STATUSES = ("passed", "doc-bug", "skipped", "failed")
 
 
 def _key(result: dict[str, Any]) -> tuple[str, str, int]:
@@ -78,7 +78,6 @@ def _cell(text: str | None) -> str:
     return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
-PATTERN_STATUSES = ("passed", "skipped", "failed")
 
 
 def _tally_line(results: list[dict[str, Any]], statuses: tuple[str, ...]) -> str:
@@ -127,7 +126,7 @@ def render_markdown(report: dict[str, Any]) -> str:
         "`verification.json`), **skipped** (cannot run here; the reason says why), **failed** (a rank hung, "
         "died or raised where others did not).",
         "",
-        ("Summary of the examples: " if patterns else "Summary: ") + _tally_line(results, STATUSES) + ".",
+        ("Summary of the examples: " if patterns else "Summary: ") + _tally_line(results, EXAMPLE_STATUSES) + ".",
         "",
         "| example | backend | world size | status | reason | warnings |",
         "|---|---|---|---|---|---|",
