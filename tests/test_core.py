@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import inspect
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import fsdp_skill
+from fsdp_skill.core.errors import FsdpSkillError, UserError
 from fsdp_skill.core.torch_version import installed_torch_version, release_version
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, EXAMPLE_STATUSES, PATTERN_STATUSES, STATUS_FILTERS
 
@@ -58,3 +63,21 @@ def test_statuses_are_listed_in_report_order_and_patterns_have_no_doc_bug() -> N
     assert PATTERN_STATUSES == ("passed", "skipped", "failed")
     assert STATUS_FILTERS == (*EXAMPLE_STATUSES, "not verified")
     assert DOCUMENT_KINDS == ("section", "api", "example", "pattern")
+
+
+def test_every_exception_class_the_package_defines_derives_from_the_one_root() -> None:
+    # Importing every module needs no torch: the modules that use it import it inside functions.
+    defined: dict[str, type[BaseException]] = {}
+    for info in pkgutil.walk_packages(fsdp_skill.__path__, "fsdp_skill."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, value in vars(module).items():
+            if inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == info.name:
+                defined[f"{info.name}.{name}"] = value
+    assert len(defined) >= 12, sorted(defined)
+    assert [name for name, cls in defined.items() if not issubclass(cls, FsdpSkillError)] == []
+    # Errors the user fixes exit 2 (and the CLI prints them as one line); a download failure exits 3.
+    user_facing = ["verify.examples.CatalogReadError", "verify.patterns.PatternHeaderError", "search.query.QueryError",
+                   "serve.tools.ToolInputError", "core.catalog.CatalogError", "search.index.IndexUnavailable"]
+    assert all(issubclass(defined[f"fsdp_skill.{name}"], UserError) for name in user_facing)

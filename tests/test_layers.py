@@ -152,6 +152,41 @@ def test_no_module_imports_itself_through_a_cycle(package_imports: list[Import])
     assert cycles(package_imports) == []
 
 
+def declared_all(package: str, modules: dict[str, Path]) -> set[str] | None:
+    """The names in a package's `__all__`, read from its `__init__.py` without importing it (None: no __all__)."""
+    path = modules[package]
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {elt.value for elt in ast.walk(node.value) if isinstance(elt, ast.Constant) and isinstance(elt.value, str)}
+    return None
+
+
+def undeclared(imports: list[Import], modules: dict[str, Path]) -> list[str]:
+    """Imports from another stage of a module its package's `__all__` does not list (every package level)."""
+    lines = []
+    for imp in imports:
+        if stage(imp.source) == stage(imp.target):
+            continue
+        parts = imp.target.split(".")
+        for depth in range(1, len(parts)):
+            package, name = ".".join(parts[:depth]), parts[depth]
+            if package in modules and name not in (declared_all(package, modules) or set()):
+                lines.append(f"fsdp_skill/{imp.source.replace('.', '/')}.py:{imp.line}: {imp.target} is not in "
+                             f"{package}.__all__")
+                break
+    return lines
+
+
+def test_every_subpackage_declares_its_public_face_in_all() -> None:
+    modules = all_modules()
+    packages = [name for name, path in modules.items() if path.name == "__init__.py"]
+    assert [p for p in packages if declared_all(p, modules) is None] == []
+
+
+def test_other_stages_import_only_the_modules_a_subpackage_declares(package_imports: list[Import]) -> None:
+    assert undeclared(package_imports, all_modules()) == []
+
+
 def test_no_module_is_over_600_lines() -> None:
     long = {name: n for name, path in all_modules().items() if (n := len(path.read_text().splitlines())) > 600}
     assert long == {}
@@ -166,3 +201,9 @@ def test_the_layer_rule_catches_a_forbidden_import(tmp_path: Path) -> None:
 def test_the_cycle_rule_catches_a_cycle() -> None:
     ring = [Import("a.x", "a.y", 1), Import("a.y", "a.z", 1), Import("a.z", "a.x", 1), Import("a.z", "b.q", 1)]
     assert cycles(ring) == [["a.x", "a.y", "a.z"]]
+
+
+def test_the_public_face_rule_catches_an_import_of_an_undeclared_module() -> None:
+    modules = all_modules()
+    bad = [Import("serve.tools", "search.documents", 7), Import("serve.tools", "search.index", 8)]
+    assert undeclared(bad, modules) == ["fsdp_skill/serve/tools.py:7: search.documents is not in search.__all__"]

@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.errors import FsdpSkillError
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
@@ -110,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler = getattr(importlib.import_module(module_name), func_name)
         return int(handler(args) or 0)
-    except UserError as exc:
+    except FsdpSkillError as exc:
         print(f"fsdp-skill {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

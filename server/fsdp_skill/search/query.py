@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fsdp_skill.core.errors import UserError
+
 MAX_QUERY_CHARS = 1000
 
 # Words and dotted paths as users write them: `dist.all_reduce`, `MixedPrecisionPolicy`, `fsdp2`.
@@ -247,7 +249,7 @@ class ParsedQuery:
         return " OR ".join(f'"{term}"' for term in self.terms)
 
 
-class QueryError(ValueError):
+class QueryError(UserError, ValueError):
     """The query cannot be searched; the message says how to fix it."""
 
 

@@ -20,7 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from fsdp_skill import __version__
-from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.errors import FsdpSkillError
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.core.paths import references_dir, repo_root
@@ -48,7 +48,7 @@ def _answer(call: Callable[[], T]) -> T:
     """Run a tool body; errors the caller can fix become ToolErrors the model reads."""
     try:
         return call()
-    except UserError as exc:
+    except FsdpSkillError as exc:
         raise ToolError(str(exc)) from None
 
 

@@ -17,7 +17,8 @@ from typing import Any
 
 from .args import add_arguments
 from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
-from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
+from .examples import ExampleSpec, examples_from_catalog, read_catalog, select
+from fsdp_skill.core.errors import UserError  # stdlib only
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # stdlib only
 
 from .report import build_report, counts, dumps_json, write_atomic, write_report
@@ -40,15 +41,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class _InputError(Exception):
-    pass
-
-
 def _options(args: argparse.Namespace) -> RunOptions:
     if not args.timeout or args.timeout <= 0:
-        raise _InputError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+        raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.world_size is not None and not 1 <= args.world_size <= 64:
-        raise _InputError(f"--world-size must be between 1 and 64, got {args.world_size}")
+        raise UserError(f"--world-size must be between 1 and 64, got {args.world_size}")
     return RunOptions(backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout))
 
 
@@ -71,17 +68,17 @@ def _selected(args: argparse.Namespace) -> _Selection:
     example_ids = [i for i in ids if not is_pattern_id(i)]
     pattern_ids = [i for i in ids if is_pattern_id(i)]
     if only_patterns and example_ids:
-        raise _InputError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
+        raise UserError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
     if no_patterns and pattern_ids:
-        raise _InputError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
+        raise UserError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
     # Ids that name only patterns select no example (and the reverse): --id is "exactly these".
     examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
     patterns = select_patterns(all_patterns, ids=ids, pattern=args.pattern)
     if not examples and not patterns:
         if only_patterns and not all_patterns:
-            raise _InputError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
+            raise UserError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
         what = "pattern id" if only_patterns else "example id" if no_patterns else "example id or pattern id"
-        raise _InputError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
+        raise UserError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
     # Straight from the JSON, so that rows of the kind this run skipped stay in the report.
     known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
     known |= {PATTERN_PREFIX + p["name"] for p in data.get("patterns") or [] if isinstance(p, dict) and isinstance(p.get("name"), str)}
@@ -171,11 +168,11 @@ def cli_verify(args: argparse.Namespace) -> int:
         chosen = _selected(args)
         launched = launched_by_torchrun()
         if launched and not chosen.examples:
-            raise _InputError(
+            raise UserError(
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
             )
-    except (CatalogReadError, _InputError) as exc:
+    except UserError as exc:  # a bad flag, or a catalog that is missing or not a catalog
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     import torch  # the runner's one dependency; imported only once the input is known to be good

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.errors import UserError  # stdlib only
+
 _RANK_TAG = re.compile(r"\s*#\s*rank\s*(\d+)\s*$", re.IGNORECASE)
 
 
-class CatalogReadError(Exception):
+class CatalogReadError(UserError):
     """catalog.json is missing or not a catalog; the message says what to do."""
 
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.errors import UserError  # stdlib only
+
 PATTERN_SUFFIXES = (".py", ".sh", ".sbatch")
 REQUIRED_KEYS = ("name", "title", "world_size")
 OPTIONAL_KEYS = ("requires", "tags", "launch")
@@ -51,7 +53,7 @@ OUTPUT_LIMIT = 40_000  # characters of output kept per run (the tail: that is wh
 KILL_GRACE_S = 5.0
 
 
-class PatternHeaderError(ValueError):
+class PatternHeaderError(UserError, ValueError):
     """A pattern's header is missing or malformed; `line` is 1-based in the pattern file."""
 
     def __init__(self, path: Path, line: int, message: str) -> None:

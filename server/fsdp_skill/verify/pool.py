@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from fsdp_skill.core.errors import FsdpSkillError  # stdlib only
+
 from .worker import worker_main
 
 # After one rank raised, how long the others get to finish before they count as stuck.
@@ -33,7 +35,7 @@ STOP_GRACE_S = 5.0
 _LOG_TAIL_CHARS = 4000
 
 
-class PoolStartError(Exception):
+class PoolStartError(FsdpSkillError):
     """The ranks could not start or init their process group; the message carries their tracebacks."""
 
 
