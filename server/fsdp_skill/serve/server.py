@@ -20,7 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from fsdp_skill import __version__
-from fsdp_skill.core.errors import FsdpSkillError
+from fsdp_skill.core.errors import FsdpSkillError, UserError
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.core.paths import references_dir, repo_root
