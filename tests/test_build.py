@@ -25,7 +25,6 @@ GENERATED = sorted([p.name for p in REFS.glob("*.md") if p.name != "verification
 @pytest.fixture(scope="module")
 def fresh() -> build.Output:
     """One build from the committed cache, shared by the tests that need torch."""
-    pytest.importorskip("torch")
     return build.build_references(repo_root())
 
 
@@ -37,12 +36,14 @@ def catalog() -> Catalog:
 # --- golden ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.torch
 def test_regenerating_from_the_committed_cache_reproduces_committed_references_byte_for_byte(fresh: build.Output) -> None:
     assert sorted(fresh.files) == GENERATED
     for name, text in sorted(fresh.files.items()):
         assert (REFS / name).read_text(encoding="utf-8") == text, f"references/{name} differs: run `fsdp-skill regenerate`"
 
 
+@pytest.mark.torch
 def test_the_build_has_no_validation_problems(fresh: build.Output) -> None:
     assert fresh.problems == []
 
@@ -50,8 +51,8 @@ def test_the_build_has_no_validation_problems(fresh: build.Output) -> None:
 # --- the issue's done-when checks, on the committed output -----------------------------------------
 
 
+@pytest.mark.torch
 def test_every_covered_public_name_is_an_api_entry_or_listed_in_api_drift(catalog: Catalog) -> None:
-    pytest.importorskip("torch")
     from fsdp_skill.apidoc.drift import coverage
 
     documented = {entry.qualified_name for entry in catalog.api} | {a for entry in catalog.api for a in entry.aliases}
@@ -66,8 +67,8 @@ def _doctest_statements(docstring: str) -> list[str]:
     return [s for s in statements if not re.match(r"#\s*(xdoctest|doctest)\s*:", s)]
 
 
+@pytest.mark.torch
 def test_every_doctest_statement_of_a_covered_public_name_is_in_the_catalog_examples(catalog: Catalog) -> None:
-    pytest.importorskip("torch")
     from fsdp_skill.apidoc import drift
     from fsdp_skill.apidoc import introspect
 
@@ -102,8 +103,8 @@ def test_every_catalog_example_belongs_to_an_api_entry_and_has_a_unique_id(catal
     assert all(example.steps for example in catalog.examples)
 
 
+@pytest.mark.torch
 def test_example_ids_are_the_canonical_public_name_of_their_entry_numbered_from_one(catalog: Catalog) -> None:
-    pytest.importorskip("torch")
     import inspect
 
     from fsdp_skill.apidoc import introspect

@@ -126,6 +126,7 @@ def test_two_patterns_with_one_name_are_refused_naming_both_files(tmp_path: Path
 # -- running ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("path", CPU_CAPABLE, ids=lambda p: p.name)
 def test_each_cpu_pattern_runs_to_completion_on_gloo_at_its_world_size(path: Path) -> None:
@@ -152,8 +153,9 @@ def test_gpu_only_pattern_is_skipped_with_its_reason_under_gloo() -> None:
     assert "needs CUDA" in result["reason"] and "nccl" in result["reason"]
 
 
+@pytest.mark.torch
 def test_nccl_without_enough_gpus_is_skipped_not_failed() -> None:
-    torch = pytest.importorskip("torch")
+    import torch
     if torch.cuda.is_available() and torch.cuda.device_count() >= 64:
         pytest.skip("this machine has 64 GPUs")
     result = run_pattern(PATTERNS / "fsdp2_training.py", 64, backend="nccl")
@@ -171,6 +173,7 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(400)
 def test_slurm_template_launches_torchrun_inside_a_one_node_allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Fake `srun` (runs the command once, as on one node) and `scontrol` (this host) stand in for SLURM:
@@ -189,6 +192,7 @@ def test_slurm_template_launches_torchrun_inside_a_one_node_allocation(tmp_path:
     assert LOSS_RE.search(result["output"])
 
 
+@pytest.mark.torch
 def test_a_failing_rank_fails_the_run_with_its_exception_line(tmp_path: Path) -> None:
     script = tmp_path / "boom.py"
     script.write_text(GOOD_HEADER.replace('print("hello")', (
@@ -210,6 +214,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(200)
 def test_a_pattern_past_its_timeout_is_killed_with_every_rank(tmp_path: Path) -> None:
     pids = tmp_path / "pids"

@@ -48,6 +48,7 @@ def fake_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(180)
 def test_k_selects_one_pattern_through_the_cli_and_its_row_reaches_the_json_and_the_report(
     fake_repo: Path, capsys: pytest.CaptureFixture[str]
@@ -69,6 +70,7 @@ def test_k_selects_one_pattern_through_the_cli_and_its_row_reaches_the_json_and_
     assert [r["name"] for r in committed] == ["pattern:tiny-ok"] and committed[0]["seconds"] == float(round(row["seconds"]))
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(180)
 def test_a_failing_pattern_selected_by_id_fails_the_run_with_its_exception_and_output(
     fake_repo: Path, capsys: pytest.CaptureFixture[str]

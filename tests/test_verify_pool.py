@@ -17,7 +17,7 @@ from fsdp_skill.verify.examples import spec_from_entry
 from fsdp_skill.verify.plan import Capabilities
 from fsdp_skill.verify.runner import RunOptions, run_spawned
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.torch]  # every test spawns ranks that import torch
 
 
 def _example(name: str, steps: list[tuple[str, object]]) -> dict:

@@ -215,6 +215,7 @@ def test_all_entry_points_accept_the_same_verify_flags() -> None:
     assert ours["ids"] == ["a#1", "b#2"]
 
 
+@pytest.mark.torch
 def test_the_script_reports_a_missing_catalog_in_one_line_with_exit_code_2(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "verify_examples.py"), "--catalog", str(tmp_path / "nope.json")],
@@ -281,6 +282,7 @@ def _run_in_process(symbol: str, *sources: str) -> dict:
     return run_example(payload, ctx, barrier=False)
 
 
+@pytest.mark.torch
 def test_an_example_finds_the_names_its_defining_module_imports_as_doctest_provides_them() -> None:
     # DefaultSavePlanner and WriteItemType are globals of torch.distributed.checkpoint.default_planner,
     # where the re-exported class is defined: its docstring example uses both without importing them.
@@ -293,6 +295,7 @@ def test_an_example_finds_the_names_its_defining_module_imports_as_doctest_provi
     assert result["outputs"]["1"] == "BYTE_IO\n"
 
 
+@pytest.mark.torch
 def test_the_runners_names_win_over_the_modules_and_the_module_itself_is_never_modified() -> None:
     name = _fake_module("verify_fake_globals_a", helper=41, rank="the module's rank", device="the module's device")
     result = _run_in_process(f"{name}.documented", "print(helper + 1, rank, device)", "helper = 'changed by the example'")
@@ -301,6 +304,7 @@ def test_the_runners_names_win_over_the_modules_and_the_module_itself_is_never_m
     assert sys.modules[name].helper == 41
 
 
+@pytest.mark.torch
 def test_the_defining_module_is_the_one_that_defines_the_object_the_class_for_a_method_or_the_module_itself() -> None:
     from fsdp_skill.verify.module_globals import defining_module
 
@@ -311,6 +315,7 @@ def test_the_defining_module_is_the_one_that_defines_the_object_the_class_for_a_
     assert defining_module("no_such_top_level_module_anywhere.x") is None
 
 
+@pytest.mark.torch
 def test_names_in_the_module_globals_are_defined_for_the_fragment_check_and_the_rest_are_listed() -> None:
     from fsdp_skill.verify.plan import Capabilities, skip_reason
 
@@ -325,6 +330,7 @@ def test_names_in_the_module_globals_are_defined_for_the_fragment_check_and_the_
     assert analyze(["x = helper + 1"], "gloo", provided={"helper"}).undefined == ()
 
 
+@pytest.mark.torch
 def test_a_name_error_in_the_examples_own_code_is_a_fragment_skip_naming_it_not_a_doc_bug() -> None:
     name = _fake_module("verify_fake_globals_b", helper=1)
     # run_example does not consult the static check, so this stands in for a read the check cannot see.
@@ -336,6 +342,7 @@ def test_a_name_error_in_the_examples_own_code_is_a_fragment_skip_naming_it_not_
     assert verdict.reason.startswith("fragment: uses not_defined_anywhere without defining it (found when it ran")
 
 
+@pytest.mark.torch
 def test_a_name_error_raised_inside_library_code_is_not_mistaken_for_a_fragment() -> None:
     result = _run_in_process("torch.distributed.all_reduce", "eval('missing_inside_eval', {})")
     assert result["error"]["type"] == "NameError"
