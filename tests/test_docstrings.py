@@ -8,13 +8,12 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.apidoc import introspect
-from fsdp_skill.apidoc.docstring_sections import split_docstring
 from fsdp_skill.apidoc.api_model import ApiDoc, walk
 from fsdp_skill.apidoc.api_render import render_api, to_api_entry, to_examples
+from fsdp_skill.apidoc.docstring_sections import split_docstring
 from fsdp_skill.apidoc.docstrings import document
 from fsdp_skill.apidoc.doctests import count_prompts
 from fsdp_skill.build.markdown_checks import artefacts, tables
-
 
 DOCS = Path("/work/shared/upstream/pytorch/docs/source")
 if not DOCS.is_dir():
@@ -30,8 +29,10 @@ def doc_of(directive: str, argument: str, current_module: str | None = "torch.di
 
 
 def test_google_sections_and_sphinx_fields_and_numpy_sections_are_split() -> None:
-    google = split_docstring("Summary.\n\nArgs:\n    x (int, optional): The x.\n        More.\n\nReturns:\n    A thing.\n\n"
-                             "Raises:\n    ValueError: if bad.\n\n.. warning::\n    Careful.\n")
+    google = split_docstring(
+        "Summary.\n\nArgs:\n    x (int, optional): The x.\n        More.\n\nReturns:\n    A thing.\n\n"
+        "Raises:\n    ValueError: if bad.\n\n.. warning::\n    Careful.\n"
+    )
     assert [(p.name, p.type, p.description) for p in google.params] == [("x", "int, optional", "The x.\nMore.")]
     assert google.returns == ["A thing."] and google.raises[0].name == "ValueError"
     assert google.notes == [("Warning", "Careful.")] and google.body == ["Summary."]
@@ -183,7 +184,11 @@ def test_an_object_no_covered_module_exports_keeps_the_name_it_was_documented_un
 def test_rendered_entry_starts_with_its_anchor_and_heading_and_parses_cleanly() -> None:
     [doc], _ = doc_of("autofunction", "all_reduce")
     markdown = render_api(doc, level=3)
-    assert markdown.split("\n")[:3] == ['<a id="torch.distributed.all_reduce"></a>', "", "### torch.distributed.all_reduce"]
+    assert markdown.split("\n")[:3] == [
+        '<a id="torch.distributed.all_reduce"></a>',
+        "",
+        "### torch.distributed.all_reduce",
+    ]
     assert tables(markdown) == 1 and artefacts(markdown) == []
     assert ">>> dist.all_reduce(tensor, op=ReduceOp.SUM)" in markdown
 

@@ -51,7 +51,9 @@ def all_modules() -> dict[str, Path]:
 
 def resolve(target: str, modules: dict[str, Path]) -> str:
     """`from pkg import name` names a module when pkg.name is one; otherwise the import is of pkg itself."""
-    return target if target in modules else target.rpartition(".")[0] if target.rpartition(".")[0] in modules else target
+    return (
+        target if target in modules else target.rpartition(".")[0] if target.rpartition(".")[0] in modules else target
+    )
 
 
 def imports_of(path: Path, modules: dict[str, Path]) -> list[Import]:
@@ -139,7 +141,9 @@ def package_imports() -> list[Import]:
 
 
 def test_every_module_lives_in_a_stage_subpackage() -> None:
-    loose = [name for name in all_modules() if "." not in name and name not in ROOT_MODULES and name not in ALLOWED and name]
+    loose = [
+        name for name in all_modules() if "." not in name and name not in ROOT_MODULES and name not in ALLOWED and name
+    ]
     assert loose == [], f"modules outside a stage subpackage: {loose}"
     assert len(ALLOWED) >= 5
 
@@ -157,7 +161,11 @@ def declared_all(package: str, modules: dict[str, Path]) -> set[str] | None:
     path = modules[package]
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            return {elt.value for elt in ast.walk(node.value) if isinstance(elt, ast.Constant) and isinstance(elt.value, str)}
+            return {
+                elt.value
+                for elt in ast.walk(node.value)
+                if isinstance(elt, ast.Constant) and isinstance(elt.value, str)
+            }
     return None
 
 

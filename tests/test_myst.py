@@ -86,7 +86,10 @@ def test_targets_comments_html_comments_and_toctree_are_dropped() -> None:
 
 
 def test_unlabeled_python_fence_gets_python_and_log_output_gets_text() -> None:
-    page = "# T\n\n```\nimport torch\nx = torch.ones(2)\n```\n\n```\nRuntimeError: Rank 1 failed to pass monitoredBarrier\n```\n"
+    page = (
+        "# T\n\n```\nimport torch\nx = torch.ones(2)\n```\n\n"
+        "```\nRuntimeError: Rank 1 failed to pass monitoredBarrier\n```\n"
+    )
     out = convert(page)
     assert "```python\nimport torch" in out
     assert "```text\nRuntimeError" in out
@@ -123,7 +126,9 @@ def test_prepass_keeps_the_line_count_so_warnings_point_at_the_page() -> None:
 
 def test_raw_rst_directive_outside_eval_rst_is_converted_as_rst() -> None:
     hook = Recorder()
-    out = convert("# T\n\nText.\n\n.. autoclass:: torch.distributed.checkpoint.HuggingFaceStorageReader\n  :members:\n", hook)
+    out = convert(
+        "# T\n\nText.\n\n.. autoclass:: torch.distributed.checkpoint.HuggingFaceStorageReader\n  :members:\n", hook
+    )
     assert hook.calls[0][:2] == ("autoclass", "torch.distributed.checkpoint.HuggingFaceStorageReader")
     assert ".. autoclass::" not in out
 
@@ -155,7 +160,8 @@ def test_output_of_a_mixed_page_has_no_artefacts() -> None:
     hook = Recorder()
     page = (
         "```{eval-rst}\n.. role:: hidden\n    :class: hidden-section\n```\n\n# Page\n\n(lbl)=\n\n## S\n\n"
-        ":::{note}\nSee {ref}`lbl` and {doc}`multiprocessing`.\n:::\n\n```{eval-rst}\n.. currentmodule:: torch.distributed\n"
+        ":::{note}\nSee {ref}`lbl` and {doc}`multiprocessing`.\n:::\n\n```{eval-rst}\n.. currentmodule:: "
+        "torch.distributed\n"
         ".. autofunction:: send\n```\n\n```\nprint(1)\n```\n"
     )
     out = convert(page, hook)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill.core.catalog import Catalog, Pattern
 from fsdp_skill.build.patterns import PatternError, load_patterns
+from fsdp_skill.core.catalog import Catalog, Pattern
 from fsdp_skill.verify.patterns import (
     PatternHeaderError,
     failure_reason,
@@ -82,7 +82,9 @@ def test_header_parses_keys_lists_and_the_first_paragraph_as_summary(tmp_path: P
         (('print("hello")', 'print("hello"'), 13, "does not parse"),
     ],
 )
-def test_a_malformed_header_is_reported_with_its_file_line(tmp_path: Path, edit: tuple[str, str], line: int, message: str) -> None:
+def test_a_malformed_header_is_reported_with_its_file_line(
+    tmp_path: Path, edit: tuple[str, str], line: int, message: str
+) -> None:
     with pytest.raises(PatternHeaderError) as info:
         parse_header(tmp_path / "demo.py", GOOD_HEADER.replace(*edit))
     assert info.value.line == line and message in info.value.message
@@ -119,7 +121,9 @@ def test_two_patterns_with_one_name_are_refused_naming_both_files(tmp_path: Path
     folder.mkdir(parents=True)
     (folder / "a.py").write_text(GOOD_HEADER)
     (folder / "b.py").write_text(GOOD_HEADER)
-    with pytest.raises(PatternError, match=r"assets/patterns/b.py:2: .*'tiny-demo' is already used by assets/patterns/a.py"):
+    with pytest.raises(
+        PatternError, match=r"assets/patterns/b.py:2: .*'tiny-demo' is already used by assets/patterns/a.py"
+    ):
         load_patterns(tmp_path)
 
 
@@ -175,7 +179,9 @@ def _executable(path: Path, text: str) -> None:
 
 @pytest.mark.torch
 @pytest.mark.timeout(400)
-def test_slurm_template_launches_torchrun_inside_a_one_node_allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slurm_template_launches_torchrun_inside_a_one_node_allocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fake `srun` (runs the command once, as on one node) and `scontrol` (this host) stand in for SLURM:
     the template's own torchrun command line then trains the default pattern on 2 ranks."""
     bin_dir = tmp_path / "bin"
@@ -239,5 +245,8 @@ def test_failure_reason_names_the_rank_that_died_when_no_exception_was_printed()
         "  exitcode  : -6 (pid: 6962)  (SIGABRT)\n"
     )
     assert failure_reason(output, 1) == "rank 1 killed by SIGABRT (terminate called without an active exception)"
-    assert failure_reason("[rank0]: Traceback ...\n[rank0]: RuntimeError: NCCL error\n" + output, 1) == "RuntimeError: NCCL error"
+    assert (
+        failure_reason("[rank0]: Traceback ...\n[rank0]: RuntimeError: NCCL error\n" + output, 1)
+        == "RuntimeError: NCCL error"
+    )
     assert failure_reason("", -9) == "killed by signal 9 (SIGKILL)"

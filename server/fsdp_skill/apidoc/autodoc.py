@@ -80,7 +80,11 @@ class AutodocRegistry:
                 # One docstring the converter cannot handle must not sink the build: the directive
                 # is dropped with a warning naming the page and line (so --strict fails).
                 name = argument.strip().splitlines()[0] if argument.strip() else ""
-                self.warn(origin, line, f"{directive} {name}: docstring could not be converted ({type(exc).__name__}: {str(exc)[:120]})")
+                self.warn(
+                    origin,
+                    line,
+                    f"{directive} {name}: docstring could not be converted ({type(exc).__name__}: {str(exc)[:120]})",
+                )
                 return ""
             if not docs:
                 return ""

@@ -14,16 +14,16 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from fsdp_skill.apidoc import deprecation
-from fsdp_skill.apidoc import introspect
+from fsdp_skill.apidoc import deprecation, introspect
 from fsdp_skill.apidoc.api_model import DESCRIPTION_HEADING_BASE, ApiDoc, MissingName
-from fsdp_skill.core.catalog import Parameter
 from fsdp_skill.apidoc.docstring_sections import RawDocstring, RawItem, split_docstring
 from fsdp_skill.apidoc.doctests import parse_doctest
-from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.convert.markdown import plain_text
+from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.convert.rst.converter import Warn, rst_to_markdown
 from fsdp_skill.convert.rst.inline import inline_to_markdown
+from fsdp_skill.core.catalog import Parameter
+
 
 class _Context:
     def __init__(self, origin: str, line: int, warn: Warn) -> None:
@@ -81,7 +81,11 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
             value = getattr(obj, name, None)
             if name in excluded or name.startswith("_") or value is None or inspect.ismodule(value):
                 continue
-            if not explicit and public is None and getattr(value, "__module__", doc.qualified_name) != doc.qualified_name:
+            if (
+                not explicit
+                and public is None
+                and getattr(value, "__module__", doc.qualified_name) != doc.qualified_name
+            ):
                 continue
             if not (undoc or explicit or introspect.raw_docstring(value)):
                 continue
@@ -89,7 +93,9 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
             child = build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx,
                               f"{doc.documented_name}.{name}")
             if member_kind == "class":  # automodule's :members: applies to the classes it documents
-                child.members = _members(child, value, "class", {"members": "", **({"undoc-members": ""} if undoc else {})}, ctx)
+                child.members = _members(
+                    child, value, "class", {"members": "", **({"undoc-members": ""} if undoc else {})}, ctx
+                )
             members.append(child)
         return members
     if kind != "class":
@@ -175,8 +181,10 @@ def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Conte
                  documented_name=documented_name)
     _fill_from_docstring(doc, raw, params_sig, ctx)
     if kind == "class" and isinstance(obj, enum.EnumMeta) and obj.__members__:
-        listing = "\n".join(f"- `{name}` = `{introspect.format_default(member.value)}`"
-                            for name, member in obj.__members__.items())
+        members: dict[str, enum.Enum] = dict(obj.__members__)
+        listing = "\n".join(
+            f"- `{name}` = `{introspect.format_default(member.value)}`" for name, member in members.items()
+        )
         doc.description = (doc.description + "\n\n**Members:**\n\n" + listing).strip()
     doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body))
     doc.aliases = introspect.aliases(qualified_name, obj, kind, also=[documented_name])
@@ -283,10 +291,10 @@ def _parameters(items: list[RawItem], params_sig: list[tuple[str, str | None, st
     """Documented parameters in signature order, then documented extras, then undocumented
     signature parameters; types from the docs, else the annotation; defaults from the signature."""
     by_name: dict[str, RawItem] = {}
-    for item in items:
-        for part in item.name.split(","):
+    for documented in items:
+        for part in documented.name.split(","):
             if part.strip():
-                by_name.setdefault(part.strip().lstrip("*"), item)
+                by_name.setdefault(part.strip().lstrip("*"), documented)
     params: list[Parameter] = []
     seen: set[str] = set()
     sig = {p.lstrip("*"): (t, d) for p, t, d in params_sig if p not in ("*", "/")}

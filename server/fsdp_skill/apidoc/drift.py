@@ -16,11 +16,10 @@ import warnings
 from collections.abc import Iterable
 from typing import Any
 
-from fsdp_skill.apidoc import deprecation
-from fsdp_skill.apidoc import introspect
-from fsdp_skill.core.catalog import Deprecation
+from fsdp_skill.apidoc import deprecation, introspect
 from fsdp_skill.apidoc.docstring_sections import split_docstring
 from fsdp_skill.convert.rst.inline import convert as convert_inline
+from fsdp_skill.core.catalog import Deprecation
 
 # Whole modules whose public names must be covered (torch.nn.parallel only for DDP, below).
 COVERED_MODULES = [m for m in introspect.PUBLIC_MODULES if m.startswith("torch.distributed")]
@@ -44,7 +43,7 @@ def _quiet_getattr(obj: Any, name: str) -> Any:
 def _defined_in_package(value: Any, package: str) -> bool:
     module = getattr(value, "__module__", None) if isinstance(value, type) or callable(value) else None
     if not isinstance(module, str):
-        module = getattr(type(value), "__module__", "")
+        module = str(getattr(type(value), "__module__", ""))
     return module.startswith(package) or (package == "torch.distributed" and module.startswith("torch._C._distributed"))
 
 

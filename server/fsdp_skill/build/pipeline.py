@@ -31,9 +31,19 @@ from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import ApiDoc, MissingName
 from fsdp_skill.apidoc.api_render import to_api_entry, to_examples
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
-from fsdp_skill.convert.rst import converter as rst
-from fsdp_skill.upstream import sources
 from fsdp_skill.build.assemble import Chunk, ConvertedPage, assemble, sphinx_id, topic_body
+from fsdp_skill.build.lint import problems as lint_problems
+from fsdp_skill.build.patterns import load_patterns
+from fsdp_skill.build.render import (
+    SourceRow,
+    drop_empty_sections,
+    drop_quotes_matching,
+    render_reference,
+    split_sections,
+)
+from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
+from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
+from fsdp_skill.convert.rst import converter as rst
 from fsdp_skill.core.catalog import (
     ApiEntry,
     Catalog,
@@ -45,14 +55,10 @@ from fsdp_skill.core.catalog import (
     load_catalog,
 )
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.build.lint import problems as lint_problems
-from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.core.torch_version import installed_torch_version, release_version
-from fsdp_skill.build.render import SourceRow, drop_empty_sections, drop_quotes_matching, render_reference, split_sections
-from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
-from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.search.index import build_index, stale_reason
+from fsdp_skill.upstream import sources
 
 DRIFT_FILE = "api-drift.md"
 CATALOG_FILE = "catalog.json"
@@ -102,7 +108,11 @@ def _site_resolver(page: sources.DeclaredSource, page_url: str | None) -> Callab
     """Relative links and images of a page → absolute URLs on its rendered docs site."""
     if page_url is None:
         return None
-    site = page_url[: -len(f"{page.page}.html")] if page_url.endswith(f"{page.page}.html") else page_url.rsplit("/", 1)[0] + "/"
+    site = (
+        page_url[: -len(f"{page.page}.html")]
+        if page_url.endswith(f"{page.page}.html")
+        else page_url.rsplit("/", 1)[0] + "/"
+    )
     base = page_url.rsplit("/", 1)[0] + "/"
 
     def resolve(uri: str) -> str:
@@ -132,7 +142,12 @@ class _Warnings:
 
 
 def _convert_pages(
-    root: Path, pages: list[sources.DeclaredSource], used: set[str], registry: AutodocRegistry, torch_version: str, warn: _Warnings
+    root: Path,
+    pages: list[sources.DeclaredSource],
+    used: set[str],
+    registry: AutodocRegistry,
+    torch_version: str,
+    warn: _Warnings,
 ) -> dict[str, tuple[str, str | None]]:
     """Source id -> (markdown with autodoc placeholders, rendered page URL), in declaration order."""
     converted: dict[str, tuple[str, str | None]] = {}
@@ -235,7 +250,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     autodoc_parts = _autodoc_parts(root, topic_map, registry, torch_version)
     # Every directive is resolved now; render each object once, under its most public spelling.
     pages_md = {
-        key: ConvertedPage(key, drop_empty_sections(registry.expand(markdown)), url) for key, (markdown, url) in converted.items()
+        key: ConvertedPage(key, drop_empty_sections(registry.expand(markdown)), url)
+        for key, (markdown, url) in converted.items()
     }
     autodoc_parts = {key: (registry.expand(markdown), url) for key, (markdown, url) in autodoc_parts.items()}
     topics_chunks = assemble(topic_map, pages_md, autodoc_parts)
@@ -289,7 +305,11 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
             examples.extend(entry_examples)
             api.append(
                 to_api_entry(
-                    documented.doc, reference=name, anchor=span.anchor, url=url, example_ids=[e.id for e in entry_examples]
+                    documented.doc,
+                    reference=name,
+                    anchor=span.anchor,
+                    url=url,
+                    example_ids=[e.id for e in entry_examples],
                 )
             )
     for missing in sorted(set(registry.entries) - placed):
@@ -303,7 +323,12 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
             upstream_names.add(documented.doc.qualified_name)
             upstream_names.update(documented.doc.aliases)
     docs_ref = ref or _docs_ref(root, pages)
-    drift_text = drift.build_drift(upstream_names, torch_version=torch_version, ref=docs_ref, missing=[(m.qualified_name, m.where) for m in registry.missing])
+    drift_text = drift.build_drift(
+        upstream_names,
+        torch_version=torch_version,
+        ref=docs_ref,
+        missing=[(m.qualified_name, m.where) for m in registry.missing],
+    )
     files[DRIFT_FILE] = drift_text if drift_text.endswith("\n") else drift_text + "\n"
     drift_sections = split_sections(files[DRIFT_FILE])
     references.append(
@@ -347,11 +372,18 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         if file_name.endswith(".md"):
             found.extend(lint_problems(file_name, text))
     drift_count = len(drift.listed_names(files[DRIFT_FILE]))
-    catalog_names = {entry.qualified_name for entry in catalog.api} | {a for entry in catalog.api for a in entry.aliases}
+    catalog_names = {entry.qualified_name for entry in catalog.api} | {
+        a for entry in catalog.api for a in entry.aliases
+    }
     total, as_entries, drift_only, uncovered = drift.coverage(catalog_names, files[DRIFT_FILE])
     # Every public name must be findable: an API entry, or a row of api-drift.md saying why not.
-    found.extend(f"{DRIFT_FILE}: public name {name} is neither an API entry nor listed with a reason" for name in uncovered)
-    covered = f"{total} public names: {as_entries} API entries + {drift_only} only in {DRIFT_FILE}, {len(uncovered)} uncovered"
+    found.extend(
+        f"{DRIFT_FILE}: public name {name} is neither an API entry nor listed with a reason" for name in uncovered
+    )
+    covered = (
+        f"{total} public names: {as_entries} API entries + {drift_only} only in {DRIFT_FILE}, "
+        f"{len(uncovered)} uncovered"
+    )
     return Output(
         files=files, catalog=catalog, warnings=warn.lines, problems=found, drift_names=drift_count,
         coverage=covered, missing=registry.missing,
@@ -430,13 +462,20 @@ def cli_regenerate(args: argparse.Namespace) -> int:
     ref_dir = references_dir(root)
     output = build_references(root, ref=args.ref)
     for missing in output.missing:
-        print(f"note: {missing.where}: {missing.qualified_name} is documented upstream but missing from the installed torch (see api-drift.md)", file=sys.stderr)
+        print(
+            f"note: {missing.where}: {missing.qualified_name} is documented upstream but missing from the installed "
+            "torch (see api-drift.md)",
+            file=sys.stderr,
+        )
     for line in output.warnings:
         print(f"warning: {line}", file=sys.stderr)
     if output.problems:
         for line in output.problems:
             print(f"error: {line}", file=sys.stderr)
-        print(f"fsdp-skill regenerate: {len(output.problems)} problems in the generated files; nothing written", file=sys.stderr)
+        print(
+            f"fsdp-skill regenerate: {len(output.problems)} problems in the generated files; nothing written",
+            file=sys.stderr,
+        )
         return 1
     if args.strict and output.warnings:
         print(f"fsdp-skill regenerate: {len(output.warnings)} warnings and --strict; nothing written", file=sys.stderr)

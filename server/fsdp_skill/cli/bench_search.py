@@ -23,12 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.search.ranking import search
 from fsdp_skill.serve.tools import Toolbox
 
@@ -93,7 +94,9 @@ class Quality:
     misses: list[tuple[str, list[str]]]
 
 
-def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str, str | None, str | None, str | None]]]) -> Quality:
+def score_rankings(
+    queries: list[EvalQuery], rankings: list[list[tuple[str, str, str | None, str | None, str | None]]]
+) -> Quality:
     r1 = r5 = rr = 0.0
     misses = []
     for query, ranking in zip(queries, rankings):
@@ -111,8 +114,11 @@ def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str,
 def pattern_recall(queries: list[EvalQuery], rankings: list[list[tuple]]) -> tuple[int, float, float]:
     """(questions with an expected pattern, share with that pattern in the top 3, in the top 5): whether
     task questions surface the verified recipe, not only some relevant section."""
-    firsts = [next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
-              for q, ranking in zip(queries, rankings) if q.patterns]
+    firsts = [
+        next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
+        for q, ranking in zip(queries, rankings)
+        if q.patterns
+    ]
     if not firsts:
         return 0, 0.0, 0.0
     return (len(firsts), sum(f is not None and f <= 3 for f in firsts) / len(firsts),
@@ -128,15 +134,22 @@ def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
         for symbol in q.symbols:
             matches = [qualified for rank, qualified in index.resolve_name(symbol) if rank <= 1]
             if not matches:
-                raise UserError(f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl")
+                raise UserError(
+                    f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl"
+                )
             names.add(matches[0])
         out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns))
     return out
 
 
 def our_rankings(index: DocsIndex, queries: list[EvalQuery]) -> list[list[tuple]]:
-    return [[(h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor) for h in search(index, q.question, limit=10)]
-            for q in queries]
+    return [
+        [
+            (h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor)
+            for h in search(index, q.question, limit=10)
+        ]
+        for q in queries
+    ]
 
 
 _TOKEN = re.compile(r"\w+")
@@ -167,7 +180,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-def timed(fn, *args) -> tuple[float, float]:
+def timed(fn: Callable[..., object], *args: object) -> tuple[float, float]:
     """(wall ms, this process's CPU ms): on a busy machine the two differ, and the gap says so."""
     wall, cpu = time.perf_counter(), time.process_time()
     fn(*args)
@@ -180,6 +193,7 @@ def timed(fn, *args) -> tuple[float, float]:
 def _cold_start_once(command: list[str], tool: str, arguments: dict, env: dict[str, str]) -> float:
     import anyio
     from mcp import Client, StdioServerParameters
+    from mcp.types import TextContent
 
     async def session() -> float:
         start = time.perf_counter()
@@ -188,7 +202,8 @@ def _cold_start_once(command: list[str], tool: str, arguments: dict, env: dict[s
                 await client.list_tools()
                 result = await client.call_tool(tool, arguments)
                 if result.is_error:
-                    raise UserError(f"cold start: {tool} failed: {result.content[0].text}")
+                    said = " ".join(block.text for block in result.content if isinstance(block, TextContent))
+                    raise UserError(f"cold start: {tool} failed: {said}")
                 return time.perf_counter() - start
 
     return anyio.run(session)
@@ -302,7 +317,9 @@ def _mark(ok: bool) -> str:
 
 def cli_bench_search(args: argparse.Namespace) -> int:
     root = repo_root()
-    queries = load_queries(Path(args.queries) if getattr(args, "queries", None) else root / "tests" / "eval" / "queries.jsonl")
+    queries = load_queries(
+        Path(args.queries) if getattr(args, "queries", None) else root / "tests" / "eval" / "queries.jsonl"
+    )
     reason = stale_reason(index_path(root), catalog_path(root), root)
     if reason:
         print(f"note: {reason}: every server start below rebuilds a temporary index, which the cold-start "
@@ -327,8 +344,14 @@ def cli_bench_search(args: argparse.Namespace) -> int:
         heldout = canonical(index, load_queries(heldout_path))
         h_ours = score_rankings(heldout, our_rankings(index, heldout))
         h_plain = score_rankings(heldout, [baseline.rank(q.question) for q in heldout])
-        print(f"  held-out ({len(heldout)}) fsdp-skill      {h_ours.recall1:6.3f}    {h_ours.recall5:6.3f}  {h_ours.mrr:6.3f}")
-        print(f"  held-out ({len(heldout)}) plain BM25      {h_plain.recall1:6.3f}    {h_plain.recall5:6.3f}  {h_plain.mrr:6.3f}")
+        print(
+            f"  held-out ({len(heldout)}) fsdp-skill      {h_ours.recall1:6.3f}    {h_ours.recall5:6.3f}  "
+            f"{h_ours.mrr:6.3f}"
+        )
+        print(
+            f"  held-out ({len(heldout)}) plain BM25      {h_plain.recall1:6.3f}    {h_plain.recall5:6.3f}  "
+            f"{h_plain.mrr:6.3f}"
+        )
     print(f"  targets: Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
           f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
           f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
@@ -357,7 +380,10 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     median_tokens = statistics.median(tokens)
     print(f"\nresponse size (limit=5, chars/4): median {median_tokens:.0f} tokens, max {max(tokens)}   "
           f"target <= {TARGETS['tokens']} {_mark(median_tokens <= TARGETS['tokens'])}")
-    print(f"  in-process MCP round trip (mcp.Client): p50 {percentile(mcp_ms, 50):.2f} ms  p99 {percentile(mcp_ms, 99):.2f} ms")
+    print(
+        f"  in-process MCP round trip (mcp.Client): p50 {percentile(mcp_ms, 50):.2f} ms  p99 "
+        f"{percentile(mcp_ms, 99):.2f} ms"
+    )
 
     ours_s, bare_s = cold_start(root)
     ratio = ours_s / bare_s

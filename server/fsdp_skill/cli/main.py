@@ -33,7 +33,9 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_regenerate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache")
+    p = sub.add_parser(
+        "regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache"
+    )
     p.add_argument("--strict", action="store_true", help="fail on any warning (unknown directive, bad docstring)")
     p.add_argument("--check", action="store_true", help="build in a temp dir and report differences; change nothing")
     p.add_argument("--ref", help="upstream ref recorded in the output (default: the cache manifest's)")
@@ -99,7 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="PyTorch FSDP / torch.distributed docs: regenerate, search, serve over MCP, verify examples.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_fetch, _add_regenerate, _add_search, _add_show, _add_serve, _add_verify, _add_validate, _add_bench):
+    for add in (
+        _add_fetch,
+        _add_regenerate,
+        _add_search,
+        _add_show,
+        _add_serve,
+        _add_verify,
+        _add_validate,
+        _add_bench,
+    ):
         add(sub)
     return parser
 

@@ -32,9 +32,9 @@ from urllib.parse import unquote, urlsplit
 import yaml
 from markdown_it.token import Token
 
+from fsdp_skill.build.render import github_slug, plain_text
 from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
-from fsdp_skill.build.render import github_slug, plain_text
 from fsdp_skill.verify.patterns import PatternHeader, PatternHeaderError, pattern_files, read_header
 
 SKILL_NAME = "pytorch-fsdp"  # the folder the skill is installed as (e.g. ~/.claude/skills/pytorch-fsdp)
@@ -132,8 +132,10 @@ def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str
             report.add(file, at("name"), f"name is {len(name)} characters, the limit is {MAX_NAME_CHARS}")
         if not NAME_RE.match(name):
             report.add(
-                file, at("name"),
-                f"name {name!r} must be lowercase letters and digits joined by single hyphens, no leading/trailing hyphen",
+                file,
+                at("name"),
+                f"name {name!r} must be lowercase letters and digits joined by single hyphens, "
+                "no leading/trailing hyphen",
             )
         elif name != SKILL_NAME:
             report.add(file, at("name"), f"name {name!r} must be the skill's folder name {SKILL_NAME!r}")
@@ -155,8 +157,12 @@ def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str
             )
 
     compatibility = data.get("compatibility")
-    if compatibility is not None and (not isinstance(compatibility, str) or not 1 <= len(compatibility) <= MAX_COMPATIBILITY_CHARS):
-        report.add(file, at("compatibility"), f"compatibility must be a string of 1..{MAX_COMPATIBILITY_CHARS} characters")
+    if compatibility is not None and (
+        not isinstance(compatibility, str) or not 1 <= len(compatibility) <= MAX_COMPATIBILITY_CHARS
+    ):
+        report.add(
+            file, at("compatibility"), f"compatibility must be a string of 1..{MAX_COMPATIBILITY_CHARS} characters"
+        )
 
     metadata = data.get("metadata")
     if metadata is not None:
@@ -217,13 +223,21 @@ def links_of(markdown: str, offset: int = 1) -> list[tuple[int, str]]:
         if token.type != "inline":
             continue
         for child in token.children or []:
-            target = child.attrGet("href") if child.type == "link_open" else child.attrGet("src") if child.type == "image" else None
+            target = (
+                child.attrGet("href")
+                if child.type == "link_open"
+                else child.attrGet("src")
+                if child.type == "image"
+                else None
+            )
             if target:
                 found.append((_source_line(lines, token, str(target), offset), str(target)))
     return found
 
 
-def check_links(path: Path, markdown: str, offset: int, root: Path, report: Report, anchor_cache: dict[Path, set[str]]) -> None:
+def check_links(
+    path: Path, markdown: str, offset: int, root: Path, report: Report, anchor_cache: dict[Path, set[str]]
+) -> None:
     file = _relative(path, root)
     for line, target in links_of(markdown, offset):
         parts = urlsplit(target)
@@ -247,7 +261,11 @@ def check_links(path: Path, markdown: str, offset: int, root: Path, report: Repo
             if destination not in anchor_cache:
                 anchor_cache[destination] = anchors_of(destination.read_text(encoding="utf-8"))
             if unquote(parts.fragment) not in anchor_cache[destination]:
-                report.add(file, line, f"link {target!r}: no heading or <a id> {parts.fragment!r} in {_relative(destination, root)}")
+                report.add(
+                    file,
+                    line,
+                    f"link {target!r}: no heading or <a id> {parts.fragment!r} in {_relative(destination, root)}",
+                )
 
 
 # ----------------------------------------------------------------------------- code and patterns
@@ -280,7 +298,11 @@ def check_pattern_files(root: Path, report: Report) -> tuple[dict[str, PatternHe
             unreadable += 1
             continue
         if header.name in headers:
-            report.add(file, header.key_lines["name"], f"pattern name {header.name!r} is already used by {_relative(headers[header.name].path, root)}")
+            report.add(
+                file,
+                header.key_lines["name"],
+                f"pattern name {header.name!r} is already used by {_relative(headers[header.name].path, root)}",
+            )
             continue
         headers[header.name] = header
         if header.kind == "shell" and bash:
@@ -312,7 +334,11 @@ def check_pattern_mentions(
                 for name in GET_PATTERN_RE.findall(child.content):
                     if name not in headers and complete:
                         line = _source_line(lines, token, child.content, offset)
-                        report.add(SKILL_FILE, line, f"get_pattern names {name!r}, which is not a pattern (have: {', '.join(sorted(headers))})")
+                        report.add(
+                            SKILL_FILE,
+                            line,
+                            f"get_pattern names {name!r}, which is not a pattern (have: {', '.join(sorted(headers))})",
+                        )
             if child.type != "link_open":
                 continue
             target = urlsplit(str(child.attrGet("href") or ""))
@@ -325,9 +351,15 @@ def check_pattern_mentions(
             text = children[index + 1] if index + 1 < len(children) else None
             if text is not None and text.type == "code_inline" and text.content != header.name:
                 line = _source_line(lines, token, str(child.attrGet("href")), offset)
-                report.add(SKILL_FILE, line, f"link text `{text.content}` but {_relative(header.path, root)} is pattern {header.name!r}")
+                report.add(
+                    SKILL_FILE,
+                    line,
+                    f"link text `{text.content}` but {_relative(header.path, root)} is pattern {header.name!r}",
+                )
     for name in sorted(set(headers) - listed):
-        report.add(SKILL_FILE, offset, f"pattern {name!r} ({_relative(headers[name].path, root)}) is not linked from SKILL.md")
+        report.add(
+            SKILL_FILE, offset, f"pattern {name!r} ({_relative(headers[name].path, root)}) is not linked from SKILL.md"
+        )
 
 
 # ---------------------------------------------------------------------------------------- driver
@@ -363,9 +395,17 @@ def validate(root: Path) -> Report:
             check_frontmatter(yaml_text, yaml_line, report)
         report.body_lines, report.body_tokens = body_size(body)
         if report.body_lines > MAX_BODY_LINES:
-            report.add(SKILL_FILE, body_line, f"body is {report.body_lines} lines, the limit is {MAX_BODY_LINES}: move detail to references/")
+            report.add(
+                SKILL_FILE,
+                body_line,
+                f"body is {report.body_lines} lines, the limit is {MAX_BODY_LINES}: move detail to references/",
+            )
         if report.body_tokens > MAX_BODY_TOKENS:
-            report.add(SKILL_FILE, body_line, f"body is ~{report.body_tokens} tokens, the limit is {MAX_BODY_TOKENS}: move detail to references/")
+            report.add(
+                SKILL_FILE,
+                body_line,
+                f"body is ~{report.body_tokens} tokens, the limit is {MAX_BODY_TOKENS}: move detail to references/",
+            )
         check_links(skill, body, body_line, root, report, anchor_cache)
         check_python_blocks(body, body_line, report)
         check_pattern_mentions(body, body_line, root, headers, report, complete=unreadable == 0)

@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from fsdp_skill.convert.rst import converter as rst
 from fsdp_skill.convert.rst import blocks as rst_blocks
+from fsdp_skill.convert.rst import converter as rst
 
 Warn = Callable[[str, int, str], None]
 # (directive, argument, options, line, heading level for the entries it renders) -> markdown
@@ -94,7 +94,9 @@ def markdown_parser() -> MarkdownIt:
 
 def _fence_closes(line: str, opener: str) -> bool:
     match = _FENCE_RE.match(line)
-    return bool(match and match.group(2)[0] == opener[0] and len(match.group(2)) >= len(opener) and not match.group(3).strip())
+    return bool(
+        match and match.group(2)[0] == opener[0] and len(match.group(2)) >= len(opener) and not match.group(3).strip()
+    )
 
 
 def _longest_backtick_fence(lines: list[str]) -> int:
@@ -347,7 +349,11 @@ class _PageConverter:
         for inner in tokens[1:]:
             if inner.type in ("fence", "code_block") and inner.map:
                 if inner.type == "fence" and inner.info.strip().startswith("{"):
-                    self.warn(self.origin, inner.map[0] + 1, f"directive {inner.info.strip()} nested in a list or quote is kept verbatim")
+                    self.warn(
+                        self.origin,
+                        inner.map[0] + 1,
+                        f"directive {inner.info.strip()} nested in a list or quote is kept verbatim",
+                    )
                 verbatim.update(range(inner.map[0], inner.map[1]))
         out: list[str] = []
         chunk: list[str] = []

@@ -97,7 +97,9 @@ class ApiEntry(_Model):
     reference: str
     anchor: str
     url: str | None = None
-    aliases: list[str] = Field(default_factory=list, description="Other spellings: short name, dist.X, re-export paths.")
+    aliases: list[str] = Field(
+        default_factory=list, description="Other spellings: short name, dist.X, re-export paths."
+    )
 
 
 class DoctestStep(_Model):

@@ -26,14 +26,18 @@ class Deprecation(BaseModel):
 
 
 class SearchResult(BaseModel):
-    id: str = Field(description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', or pattern name.")
+    id: str = Field(
+        description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', or pattern name."
+    )
     kind: DocumentKind
     title: str
     symbol: str | None = Field(description="Qualified API name this result documents, if any.")
     reference: str | None = Field(description="File under references/ (or the pattern's file) holding it.")
     anchor: str | None = Field(description="Anchor in that file; pass it as read_reference(section=...).")
     url: str | None = Field(description="The upstream docs page for it.")
-    snippet: str = Field(description="At most ~400 characters of whole markdown blocks; code blocks are never left open.")
+    snippet: str = Field(
+        description="At most ~400 characters of whole markdown blocks; code blocks are never left open."
+    )
     score: float
 
 

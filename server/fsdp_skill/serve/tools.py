@@ -10,17 +10,30 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
 from fsdp_skill.search.index import DocsIndex
-from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.search.query import QueryError, resolve_prefix
-from fsdp_skill.serve.results import (
-    ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
-    PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
-)
 from fsdp_skill.search.ranking import search
 from fsdp_skill.search.snippets import open_fence_at
-from fsdp_skill.serve.results import VerificationStatus
+from fsdp_skill.serve.results import (
+    ApiEntryResult,
+    DoctestStepResult,
+    ExampleBrief,
+    ExampleDetail,
+    ExampleInfo,
+    ExampleList,
+    PatternDetail,
+    PatternInfo,
+    PatternList,
+    ReferenceInfo,
+    ReferenceList,
+    ReferencePage,
+    SearchResponse,
+    SearchResult,
+    VerificationStatus,
+    VerifyResult,
+)
 from fsdp_skill.serve.verification import VerificationReport, run_verification, summarize
 
 MAX_LIMIT = 50
@@ -53,7 +66,9 @@ class Toolbox:
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolInputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}: pass e.g. limit=5")
         if kind is not None and kind not in DOCUMENT_KINDS:
-            raise ToolInputError(f"unknown kind {kind!r}: pass one of {', '.join(DOCUMENT_KINDS)}, or omit it to search all")
+            raise ToolInputError(
+                f"unknown kind {kind!r}: pass one of {', '.join(DOCUMENT_KINDS)}, or omit it to search all"
+            )
         try:
             hits = search(self.index, query, limit=limit, kind=kind)
         except QueryError as exc:
@@ -136,7 +151,9 @@ class Toolbox:
             raise ToolInputError(f"unknown reference {name!r}: pass one of: {listing}")
         path = (self.references_dir / candidate).resolve()
         if not path.is_relative_to(self.references_dir.resolve()) or not path.is_file():
-            raise ToolInputError(f"reference {candidate!r} is listed but its file is missing: run `fsdp-skill regenerate`")
+            raise ToolInputError(
+                f"reference {candidate!r} is listed but its file is missing: run `fsdp-skill regenerate`"
+            )
         return path
 
     def _section_text(self, reference: str, text: str, section: str) -> tuple[str, str]:
@@ -202,7 +219,9 @@ class Toolbox:
     def list_examples(self, symbol: str | None = None, status: str | None = None, start_index: int = 0,
                       limit: int = EXAMPLE_PAGE) -> ExampleList:
         if not 1 <= limit <= MAX_EXAMPLE_PAGE:
-            raise ToolInputError(f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}")
+            raise ToolInputError(
+                f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}"
+            )
         if start_index < 0:
             raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
         if status is not None and status not in STATUS_FILTERS:
@@ -216,15 +235,19 @@ class Toolbox:
             rows = [(p, statuses) for p, statuses in rows if status in _status_words(statuses)]
         total = len(rows)
         if start_index and start_index >= total:
-            raise ToolInputError(f"start_index {start_index} is past the end ({total} examples match): start below {total}")
+            raise ToolInputError(
+                f"start_index {start_index} is past the end ({total} examples match): start below {total}"
+            )
         page = rows[start_index : start_index + limit]
         end = start_index + len(page)
         infos = [ExampleInfo(id=p["id"], status="/".join(_status_words(statuses)), line=_example_line(p, statuses))
                  for p, statuses in page]
         filters = "".join(f", {name}={value!r}" for name, value in (("symbol", symbol), ("status", status)) if value)
         if end < total:
-            note = (f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
-                    "get_example(id) gives the code and verification details.]")
+            note = (
+                f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
+                "get_example(id) gives the code and verification details.]"
+            )
         elif total:
             note = f"[examples {start_index + 1}-{end} of {total}: the last page. get_example(id) gives the code.]"
         else:
@@ -263,7 +286,9 @@ class Toolbox:
             raise ToolInputError(f"no pattern {name!r}: pass one of: {listing}")
         path = (self.root / pattern["file"]).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
-            raise ToolInputError(f"pattern {name!r} is in the catalog but {pattern['file']} is missing from this checkout")
+            raise ToolInputError(
+                f"pattern {name!r} is in the catalog but {pattern['file']} is missing from this checkout"
+            )
         # The runner names pattern rows `pattern:<name>` (fsdp_skill.verify.catalog_patterns.PATTERN_PREFIX).
         statuses = self.report.statuses("pattern:" + pattern["name"])
         return PatternDetail(**pattern, source=path.read_text(encoding="utf-8"), status=summarize(statuses),

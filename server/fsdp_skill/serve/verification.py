@@ -84,7 +84,9 @@ def summarize(statuses: list[VerificationStatus]) -> str:
     return "; ".join(parts)
 
 
-def run_verification(name: str, backend: str, world_size: int, timeout: float, root: Path) -> tuple[list[VerificationStatus], str]:
+def run_verification(
+    name: str, backend: str, world_size: int, timeout: float, root: Path
+) -> tuple[list[VerificationStatus], str]:
     """Run one catalog example through the runner in a subprocess; (results, output tail)."""
     with tempfile.TemporaryDirectory(prefix="fsdp-skill-verify-") as tmp:
         report = Path(tmp) / "result.json"
@@ -105,7 +107,9 @@ def run_verification(name: str, backend: str, world_size: int, timeout: float, r
             ) from None
         tail = "\n".join(output.strip().splitlines()[-20:])
         if not report.is_file():
-            raise UserError(f"the runner exited with code {proc.returncode} without a report for {name!r}: {tail[-500:]}")
+            raise UserError(
+                f"the runner exited with code {proc.returncode} without a report for {name!r}: {tail[-500:]}"
+            )
         results = parse_report(report.read_text(encoding="utf-8")).get(name, [])
         if not results:
             raise UserError(f"the runner's report has no result for {name!r}: {tail[-500:]}")

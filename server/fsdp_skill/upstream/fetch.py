@@ -312,7 +312,7 @@ def _progress(enabled: bool) -> Progress:
 def _summary(update: CacheUpdate, root: Path) -> str:
     where = update.upstream.relative_to(root) if update.upstream.is_relative_to(root) else update.upstream
     repos = ", ".join(
-        f"{name}@{ref}" + (f" ({update.commits[name][:12]})" if update.commits.get(name) else "")
+        f"{name}@{ref}" + (f" ({commit[:12]})" if (commit := update.commits.get(name)) else "")
         for name, ref in sorted(update.refs.items())
     )
     kept = f"; {update.unchanged} unchanged (ETag)" if update.unchanged else ""

@@ -9,7 +9,9 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo", help="gloo runs on CPU; nccl needs one GPU per rank")
+    p.add_argument(
+        "--backend", choices=["gloo", "nccl"], default="gloo", help="gloo runs on CPU; nccl needs one GPU per rank"
+    )
     p.add_argument(
         "--world-size",
         type=int,
@@ -31,6 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--no-patterns", action="store_true", help="run the examples only, not assets/patterns/")
     which.add_argument("--only-patterns", action="store_true", help="run the patterns in assets/patterns/ only")
-    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report (a row per example and per pattern) here")
+    p.add_argument(
+        "--json",
+        dest="json_path",
+        metavar="PATH",
+        help="write the JSON report (a row per example and per pattern) here",
+    )
     p.add_argument("--write-report", action="store_true", help="rewrite references/verification.md (+ .json)")
     p.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")

@@ -15,12 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .args import add_arguments
-from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
-from .examples import ExampleSpec, examples_from_catalog, read_catalog, select
 from fsdp_skill.core.errors import UserError  # stdlib only
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # stdlib only
 
+from .args import add_arguments
+from .catalog_patterns import (
+    PATTERN_PREFIX,
+    PatternSpec,
+    is_pattern_id,
+    pattern_timeout,
+    patterns_from_catalog,
+    run_patterns,
+    select_patterns,
+)
+from .examples import ExampleSpec, examples_from_catalog, read_catalog, select
 from .report import build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
@@ -81,7 +89,11 @@ def _selected(args: argparse.Namespace) -> _Selection:
         raise UserError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
     # Straight from the JSON, so that rows of the kind this run skipped stay in the report.
     known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
-    known |= {PATTERN_PREFIX + p["name"] for p in data.get("patterns") or [] if isinstance(p, dict) and isinstance(p.get("name"), str)}
+    known |= {
+        PATTERN_PREFIX + p["name"]
+        for p in data.get("patterns") or []
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    }
     return _Selection(data.get("torch_version"), examples, patterns, known)
 
 
@@ -90,8 +102,12 @@ def _progress_printer(total: int) -> Any:
 
     def show(result: Result) -> None:
         done[0] += 1
-        print(f"[{done[0]:>3}/{total}] {result['status']:<8} {result['name']} (ws {result['world_size']}, {result['seconds']:.2f} s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{done[0]:>3}/{total}] {result['status']:<8} {result['name']} (ws {result['world_size']}, "
+            f"{result['seconds']:.2f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return show
 
@@ -201,7 +217,10 @@ def cli_verify(args: argparse.Namespace) -> int:
     if launched and chosen.patterns:
         print(f"\nnote: {len(chosen.patterns)} {PATTERNS_UNDER_TORCHRUN}")
     if pattern_results and options.world_size is not None:
-        print(f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to examples")
+        print(
+            f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to "
+            "examples"
+        )
     if results:
         print(summary_line(results, "examples"))
     if pattern_results:

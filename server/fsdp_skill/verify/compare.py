@@ -36,12 +36,26 @@ _ON_RANK = re.compile(r"\bon rank (\d+)\b", re.IGNORECASE)
 
 # Errors that name a capability this machine or build lacks: the example is skipped, not failed.
 _CAPABILITY_ERRORS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"Torch not compiled with CUDA|Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver|"
-                r"when CUDA is available|requires CUDA|CUDA is not available"), "needs CUDA"),
+    (
+        re.compile(
+            r"Torch not compiled with CUDA|Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver|"
+            r"when CUDA is available|requires CUDA|CUDA is not available"
+        ),
+        "needs CUDA",
+    ),
     (re.compile(r"Numpy is not available|No module named 'numpy'"), "needs numpy"),
-    (re.compile(r"gloo[^\n]*(does not support|not supported|unsupported)|(does not support|not supported|unsupported)[^\n]*gloo",
-                re.IGNORECASE), "gloo does not implement it"),
-    (re.compile(r"module 'torch[\w.]*' has no attribute|cannot import name '\w+' from 'torch"), "not in this torch version"),
+    (
+        re.compile(
+            r"gloo[^\n]*(does not support|not supported|unsupported)|"
+            r"(does not support|not supported|unsupported)[^\n]*gloo",
+            re.IGNORECASE,
+        ),
+        "gloo does not implement it",
+    ),
+    (
+        re.compile(r"module 'torch[\w.]*' has no attribute|cannot import name '\w+' from 'torch"),
+        "not in this torch version",
+    ),
 ]
 
 
@@ -111,7 +125,9 @@ def diffs_for_rank(spec: ExampleSpec, rank: int, outputs: dict[str, str]) -> lis
                 continue
         got = outputs.get(str(index), "")
         if not outputs_match(want, got):
-            diffs.append({"line": unit.line, "source": unit.source, "expected": want.rstrip("\n"), "actual": got.rstrip("\n")})
+            diffs.append(
+                {"line": unit.line, "source": unit.source, "expected": want.rstrip("\n"), "actual": got.rstrip("\n")}
+            )
     return diffs
 
 
@@ -133,7 +149,10 @@ def classify(spec: ExampleSpec, outcome: Any, compare_outputs: bool = True, back
             # Written for CUDA/NCCL (which accepts e.g. the "stack form" of all_gather_single); gloo is stricter.
             label = "written for CUDA/NCCL and gloo rejects it"
         if label:
-            return Verdict("skipped", f"{label}: rank {rank} raised {err['type']} at line {err['line']}: {_first_line(err['message'])}")
+            return Verdict(
+                "skipped",
+                f"{label}: rank {rank} raised {err['type']} at line {err['line']}: {_first_line(err['message'])}",
+            )
     ranks: list[dict[str, Any]] = []
     if outcome.failure:
         for rank in range(spec_world_size(outcome, spec)):
@@ -154,7 +173,8 @@ def classify(spec: ExampleSpec, outcome: Any, compare_outputs: bool = True, back
         if len(errors) == len(results) and len(signatures) == 1:
             return Verdict(
                 "doc-bug",
-                f"the documented code raises {first['type']} on every rank at line {first['line']}: {_first_line(first['message'])}",
+                f"the documented code raises {first['type']} on every rank at line {first['line']}: "
+                f"{_first_line(first['message'])}",
                 ranks,
             )
         where = ", ".join(f"rank {r}: {e['type']} at line {e['line']}" for r, e in errors.items())

@@ -128,7 +128,9 @@ def parse_header(path: Path, text: str) -> PatternHeader:
         line_no = first_line + index
         match = _KEY_RE.match(block[index].strip())
         if not match:
-            raise PatternHeaderError(path, line_no, f"expected 'key: value' in the header, got {block[index].strip()!r}")
+            raise PatternHeaderError(
+                path, line_no, f"expected 'key: value' in the header, got {block[index].strip()!r}"
+            )
         key, value = match.groups()
         if key not in REQUIRED_KEYS + OPTIONAL_KEYS:
             allowed = ", ".join(REQUIRED_KEYS + OPTIONAL_KEYS)
@@ -150,12 +152,16 @@ def parse_header(path: Path, text: str) -> PatternHeader:
     except ValueError:
         world_size = 0
     if world_size < 1:
-        raise PatternHeaderError(path, key_lines["world_size"], f"world_size must be a positive integer, got {values['world_size']!r}")
+        raise PatternHeaderError(
+            path, key_lines["world_size"], f"world_size must be a positive integer, got {values['world_size']!r}"
+        )
     requires = _split_list(values.get("requires", ""))
     for requirement in requires:
         if requirement not in KNOWN_REQUIREMENTS:
             known = ", ".join(sorted(KNOWN_REQUIREMENTS))
-            raise PatternHeaderError(path, key_lines["requires"], f"unknown requirement {requirement!r} (known: {known})")
+            raise PatternHeaderError(
+                path, key_lines["requires"], f"unknown requirement {requirement!r} (known: {known})"
+            )
 
     description = "\n".join(block[index:]).strip()
     summary = " ".join(description.split("\n\n", 1)[0].split()) if description else ""
@@ -197,7 +203,10 @@ def pattern_files(directory: Path) -> list[Path]:
 def _skip_reason(requires: tuple[str, ...], world_size: int, backend: str) -> str | None:
     """Why this pattern cannot run here with this backend, or None when it can."""
     if "slurm" in requires and not (shutil.which("srun") and os.environ.get("SLURM_JOB_ID")):
-        return "needs a SLURM allocation (srun on PATH and SLURM_JOB_ID set): submit it with sbatch, or run it inside salloc"
+        return (
+            "needs a SLURM allocation (srun on PATH and SLURM_JOB_ID set): "
+            "submit it with sbatch, or run it inside salloc"
+        )
     needs_gpus = backend == "nccl" or "cuda" in requires
     if not needs_gpus:
         return None
@@ -382,7 +391,10 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run_pattern(file, header.world_size, backend=args.backend, timeout=args.timeout)
         losses = [line.strip() for line in outcome["output"].splitlines() if line.lstrip().startswith("loss ")]
         detail = outcome["reason"] or (losses[-1] if losses else "")
-        print(f"{outcome['status'].upper():8} {header.name:28} ws={header.world_size} {outcome['seconds']:6.1f}s  {detail}")
+        print(
+            f"{outcome['status'].upper():8} {header.name:28} ws={header.world_size} {outcome['seconds']:6.1f}s  "
+            f"{detail}"
+        )
         failed += outcome["status"] == "failed"
     return 1 if failed else 0
 

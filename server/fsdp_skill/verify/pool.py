@@ -135,10 +135,13 @@ class RankPool:
         self.group_size = 0
         for rank in members:
             self._send(rank, {"kind": "leave"})
-        self._expect(members, "left", time.monotonic() + max(30.0, self.timeout_s), "could not destroy the process group")
+        self._expect(
+            members, "left", time.monotonic() + max(30.0, self.timeout_s), "could not destroy the process group"
+        )
 
     def _expect(self, ranks: list[int], kind: str, deadline: float, what: str) -> None:
-        """Every rank in `ranks` answers `kind` before the deadline, or the pool is killed and PoolStartError says why."""
+        """Every rank in `ranks` answers `kind` before the deadline, or the pool is killed and PoolStartError says "
+        "why."""
         # grace_on_error: a rank that failed to init leaves the others blocked in the rendezvous.
         replies = self._gather(set(ranks), deadline, grace_on_error=True)
         problems: list[str] = []
@@ -198,7 +201,7 @@ class RankPool:
             for obj in ready:
                 rank = by_conn.get(obj)  # type: ignore[call-overload]
                 if rank is None:
-                    rank = by_sentinel[obj]  # type: ignore[index]
+                    rank = by_sentinel[obj]
                     # A rank that exits right after answering is not dead until its answer is read.
                     if rank in pending and not self.conns[rank].poll():
                         self._reap(rank)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 from fsdp_skill.convert.rst import blocks as rst_blocks
 from fsdp_skill.convert.rst.blocks import Block, dedent, fence, indent_of, indented_end
-from fsdp_skill.convert.rst.inline import convert as convert_inline
 from fsdp_skill.convert.rst.inline import code_span, inline_to_markdown
+from fsdp_skill.convert.rst.inline import convert as convert_inline
 from fsdp_skill.convert.rst.tables import GRID_BORDER, SIMPLE_BORDER, TableError, grid_table, simple_table
 
 Warn = Callable[[str, int, str], None]
@@ -94,9 +94,9 @@ class _Converter:
             elif _ADORNMENT.match(line) and i + 2 < n and nxt.strip() and lines[i + 2].rstrip() == line.rstrip():
                 out.append(self.heading(nxt.strip(), (line[0], True)))
                 i += 3
-            elif SIMPLE_BORDER.match(line) and (end := _simple_table_end(lines, i)):
-                out.append(self.table(simple_table, lines[i:end], lineno))
-                i = end
+            elif SIMPLE_BORDER.match(line) and (table_end := _simple_table_end(lines, i)):
+                out.append(self.table(simple_table, lines[i:table_end], lineno))
+                i = table_end
             elif nxt and _ADORNMENT.match(nxt) and not _ADORNMENT.match(line):
                 out.append(self.heading(line.strip(), (nxt[0], False)))
                 i += 2
@@ -206,7 +206,9 @@ class _Converter:
                 marker = f"{number}. " if ordered else "- "
             else:
                 marker = "- "
-                body = [[f"{label} " + (body[0][0] if body and body[0] else "")] + (body[0][1:] if body else [])] + body[1:]
+                body = [
+                    [f"{label} " + (body[0][0] if body and body[0] else "")] + (body[0][1:] if body else [])
+                ] + body[1:]
             items.append(rst_blocks.list_item(marker, body))
             number += 1
             i = end

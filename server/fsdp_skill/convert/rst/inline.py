@@ -122,9 +122,9 @@ def _link(body: str, targets: dict[str, str], resolve_uri: Callable[[str], str] 
             url = targets[url[:-1]]
         return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})"
     # `name`_ : a reference to a named target defined elsewhere in the document.
-    url = targets.get(target.lower()) or targets.get(target)
+    named = targets.get(target.lower()) or targets.get(target)
     text = _unescape(target)
-    return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})" if url else text
+    return f"[{_link_text(text)}]({_link_url(named, resolve_uri)})" if named else text
 
 
 def _link_text(text: str) -> str:
@@ -182,7 +182,9 @@ def convert(text: str, substitutions: dict[str, str] | None = None, targets: dic
             escaped = match.group("escaped")
             # RST's escaped whitespace joins words ("``x``\ s"); other escapes keep their
             # backslash, which means the same thing in CommonMark.
-            out.append("" if escaped.isspace() and escaped != "\n" else f"\\{escaped}" if escaped in "*_`[]<>#|\\" else escaped)
+            out.append(
+                "" if escaped.isspace() and escaped != "\n" else f"\\{escaped}" if escaped in "*_`[]<>#|\\" else escaped
+            )
     tail = text[pos:]
     out.append(_HTML_LIKE.sub(r"\\<", tail) if escape_html else tail)
     result = "".join(out)
