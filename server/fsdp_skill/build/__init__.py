@@ -1,7 +1,8 @@
-"""build: the `regenerate` pipeline — the topic map, assembling converted pages into topics, rendering the
-reference files, markdown checks, the patterns' catalog rows, and `pipeline` (build in memory, check, swap in).
+"""build: the `regenerate` pipeline — the topic map, assembly of converted pages into topic references,
+rendering, markdown checks, the catalog's patterns, and writing references/ (with the search index).
 
-Imports: `apidoc`, `convert`, `search`, `upstream`, `core`, and `verify.patterns` (the pattern header parser).
+Imports: `apidoc`, `convert`, `search`, `upstream`, `core`, and `verify.patterns` (the stdlib header
+parser the runner shares).
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
