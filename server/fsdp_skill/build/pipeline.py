@@ -25,23 +25,23 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import ApiDoc, MissingName
 from fsdp_skill.apidoc.api_render import to_api_entry, to_examples
-from fsdp_skill.apidoc.autodoc import AutodocRegistry
+from fsdp_skill.apidoc.autodoc import AutodocRegistry, Documented
 from fsdp_skill.build.assemble import Chunk, ConvertedPage, assemble, sphinx_id, topic_body
 from fsdp_skill.build.lint import problems as lint_problems
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.build.render import (
+    SectionSpan,
     SourceRow,
     drop_empty_sections,
     drop_quotes_matching,
     render_reference,
     split_sections,
 )
-from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
+from fsdp_skill.build.topics import TOPICS_FILE, Topic, TopicMap, load_topics
 from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
 from fsdp_skill.convert.rst import converter as rst
 from fsdp_skill.core.catalog import (
@@ -51,6 +51,7 @@ from fsdp_skill.core.catalog import (
     Example,
     Reference,
     Section,
+    Source,
     dump_catalog,
     load_catalog,
 )
@@ -204,7 +205,7 @@ def _autodoc_parts(
     return parts
 
 
-def _source_rows(chunks: list[Chunk], records: dict[str, Any]) -> list[SourceRow]:
+def _source_rows(chunks: list[Chunk], records: dict[str, Source]) -> list[SourceRow]:
     rows: list[SourceRow] = []
     for source_id in dict.fromkeys(c.source for c in chunks if c.source):
         record = records[source_id]
@@ -236,16 +237,69 @@ def _upstream_anchor(doc: ApiDoc) -> str:
     return f"module-{doc.documented_name}" if doc.kind == "module" else doc.documented_name
 
 
-def build_references(root: Path | None = None, *, ref: str | None = None) -> Output:
-    """Build every generated file in memory (nothing is written)."""
-    root = root or repo_root()
-    torch_version = torch_release()
+@dataclass
+class _Collected:
+    """The generated files and what they add to the catalog, in file order."""
 
-    warn = _Warnings()
-    pages = sources.load_pages(root)
-    topic_map = load_topics(pages, root)
-    used = {p.source for t in topic_map.topics for p in t.parts if p.source}
-    registry = AutodocRegistry(warn)
+    files: dict[str, str] = field(default_factory=dict)
+    references: list[Reference] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+    api: list[ApiEntry] = field(default_factory=list)
+    examples: list[Example] = field(default_factory=list)
+    placed: set[str] = field(default_factory=set)  # anchors already made API entries
+
+    def add_file(self, name: str, title: str, description: str, sources: list[str], text: str) -> None:
+        self.files[name] = text
+        self.references.append(
+            Reference(
+                name=name,
+                title=title,
+                description=description,
+                sources=sources,
+                lines=len(text.splitlines()),
+                tokens=len(text) // 4,
+            )
+        )
+
+    def add_section(self, reference: str, span: SectionSpan, source: str | None = None, url: str | None = None) -> None:
+        self.sections.append(
+            Section(
+                id=f"{reference}#{span.anchor}",
+                reference=reference,
+                anchor=span.anchor,
+                title=span.title,
+                level=span.level,
+                breadcrumb=list(span.breadcrumb),
+                markdown=span.markdown,
+                source=source,
+                line=span.line,
+                url=url,
+            )
+        )
+
+    def place_api_entry(self, documented: Documented, reference: str, anchor: str, url: str | None) -> None:
+        """The entry and its examples, once: the first section carrying the anchor is where it lives."""
+        if anchor in self.placed:
+            return
+        self.placed.add(anchor)
+        examples = to_examples(documented.doc, reference=reference, anchor=anchor, source=documented.source)
+        self.examples.extend(examples)
+        entry = to_api_entry(
+            documented.doc, reference=reference, anchor=anchor, url=url, example_ids=[e.id for e in examples]
+        )
+        self.api.append(entry)
+
+
+def _topic_chunks(
+    root: Path,
+    pages: list[sources.DeclaredSource],
+    topic_map: TopicMap,
+    registry: AutodocRegistry,
+    torch_version: str,
+    warn: _Warnings,
+) -> dict[str, list[Chunk]]:
+    """Every page converted and every autodoc part resolved, then cut into the topics' chunks."""
+    used = _used_sources(topic_map)
     converted = _convert_pages(root, pages, used, registry, torch_version, warn)
     autodoc_parts = _autodoc_parts(root, topic_map, registry, torch_version)
     # Every directive is resolved now; render each object once, under its most public spelling.
@@ -254,139 +308,121 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         for key, (markdown, url) in converted.items()
     }
     autodoc_parts = {key: (registry.expand(markdown), url) for key, (markdown, url) in autodoc_parts.items()}
-    topics_chunks = assemble(topic_map, pages_md, autodoc_parts)
-    records = {page.id: sources.source_record(root, page) for page in pages if page.id in used}
+    return assemble(topic_map, pages_md, autodoc_parts)
 
-    files: dict[str, str] = {}
-    references: list[Reference] = []
-    sections: list[Section] = []
-    api: list[ApiEntry] = []
-    examples: list[Example] = []
-    placed: set[str] = set()
-    for topic in topic_map.topics:
-        chunks = topics_chunks[topic.name]
-        body, ranges = topic_body(chunks)
-        rendered = render_reference(topic.title, topic.description, _source_rows(chunks, records), torch_version, body)
-        name = topic.file_name
-        files[name] = rendered.text
-        references.append(
-            Reference(
-                name=name,
-                title=topic.title.replace("`", ""),
-                description=topic.description,
-                sources=list(dict.fromkeys(c.source for c in chunks if c.source)),
-                lines=len(rendered.text.splitlines()),
-                tokens=len(rendered.text) // 4,
-            )
-        )
-        for span in split_sections(rendered.text):
-            chunk = _chunk_at(ranges, span.line - 1 - rendered.body_start)
-            documented = registry.entries.get(span.anchor)
-            upstream_anchor = _upstream_anchor(documented.doc) if documented is not None else span.anchor
-            url = _section_url(chunk, upstream_anchor, span.title, documented is not None, span.level)
-            sections.append(
-                Section(
-                    id=f"{name}#{span.anchor}",
-                    reference=name,
-                    anchor=span.anchor,
-                    title=span.title,
-                    level=span.level,
-                    breadcrumb=list(span.breadcrumb),
-                    markdown=span.markdown,
-                    source=chunk.source if chunk else None,
-                    line=span.line,
-                    url=url,
-                )
-            )
-            if documented is None or span.anchor in placed:
-                continue
-            placed.add(span.anchor)
-            entry_examples = to_examples(documented.doc, reference=name, anchor=span.anchor, source=documented.source)
-            examples.extend(entry_examples)
-            api.append(
-                to_api_entry(
-                    documented.doc,
-                    reference=name,
-                    anchor=span.anchor,
-                    url=url,
-                    example_ids=[e.id for e in entry_examples],
-                )
-            )
-    for missing in sorted(set(registry.entries) - placed):
-        warn("assets/topics.toml", 0, f"{missing} was documented but landed in no reference file")
 
-    # Drift compares torch with what upstream documents: entries from pages, and docstring-only parts
-    # that name an upstream page (DDP's generated page); not the names this project adds itself.
-    upstream_names: set[str] = set()
+def _used_sources(topic_map: TopicMap) -> set[str]:
+    return {p.source for t in topic_map.topics for p in t.parts if p.source}
+
+
+def _add_topic(
+    out: _Collected,
+    topic: Topic,
+    chunks: list[Chunk],
+    records: dict[str, Source],
+    torch_version: str,
+    registry: AutodocRegistry,
+) -> None:
+    """One reference file: its text, its sections (with upstream URLs) and the API entries it holds."""
+    body, ranges = topic_body(chunks)
+    rendered = render_reference(topic.title, topic.description, _source_rows(chunks, records), torch_version, body)
+    name = topic.file_name
+    sources_used = list(dict.fromkeys(c.source for c in chunks if c.source))
+    out.add_file(name, topic.title.replace("`", ""), topic.description, sources_used, rendered.text)
+    for span in split_sections(rendered.text):
+        chunk = _chunk_at(ranges, span.line - 1 - rendered.body_start)
+        documented = registry.entries.get(span.anchor)
+        upstream_anchor = _upstream_anchor(documented.doc) if documented is not None else span.anchor
+        url = _section_url(chunk, upstream_anchor, span.title, documented is not None, span.level)
+        out.add_section(name, span, chunk.source if chunk else None, url)
+        if documented is not None:
+            out.place_api_entry(documented, name, span.anchor, url)
+
+
+def _upstream_names(registry: AutodocRegistry) -> set[str]:
+    """What upstream documents: entries from pages, and docstring-only parts that name an upstream page
+    (DDP's generated page); not the names this project adds itself. Drift compares torch with these."""
+    names: set[str] = set()
     for documented in registry.entries.values():
         if documented.page_url is not None:
-            upstream_names.add(documented.doc.qualified_name)
-            upstream_names.update(documented.doc.aliases)
-    docs_ref = ref or _docs_ref(root, pages)
+            names.add(documented.doc.qualified_name)
+            names.update(documented.doc.aliases)
+    return names
+
+
+def _add_drift(out: _Collected, registry: AutodocRegistry, torch_version: str, docs_ref: str) -> None:
     drift_text = drift.build_drift(
-        upstream_names,
+        _upstream_names(registry),
         torch_version=torch_version,
         ref=docs_ref,
         missing=[(m.qualified_name, m.where) for m in registry.missing],
     )
-    files[DRIFT_FILE] = drift_text if drift_text.endswith("\n") else drift_text + "\n"
-    drift_sections = split_sections(files[DRIFT_FILE])
-    references.append(
-        Reference(
-            name=DRIFT_FILE,
-            title=drift_sections[0].title if drift_sections else "API drift",
-            description=f"Public names of torch {torch_version} in the covered modules that no page documents, "
-            "and documented names that are deprecated or missing.",
-            sources=[],
-            lines=len(files[DRIFT_FILE].splitlines()),
-            tokens=len(files[DRIFT_FILE]) // 4,
-        )
+    text = drift_text if drift_text.endswith("\n") else drift_text + "\n"
+    spans = split_sections(text)
+    description = (
+        f"Public names of torch {torch_version} in the covered modules that no page documents, "
+        "and documented names that are deprecated or missing."
     )
-    for span in drift_sections:
-        sections.append(
-            Section(
-                id=f"{DRIFT_FILE}#{span.anchor}",
-                reference=DRIFT_FILE,
-                anchor=span.anchor,
-                title=span.title,
-                level=span.level,
-                breadcrumb=list(span.breadcrumb),
-                markdown=span.markdown,
-                line=span.line,
-            )
-        )
+    out.add_file(DRIFT_FILE, spans[0].title if spans else "API drift", description, [], text)
+    for span in spans:
+        out.add_section(DRIFT_FILE, span)
+
+
+def _problems_and_coverage(files: dict[str, str], catalog: Catalog) -> tuple[list[str], str]:
+    """Lint problems of the markdown files, plus every public name that is neither an API entry nor an
+    api-drift.md row (each must be findable); and the coverage line saying how the names are accounted for."""
+    found = [problem for name, text in files.items() if name.endswith(".md") for problem in lint_problems(name, text)]
+    catalog_names = {name for entry in catalog.api for name in (entry.qualified_name, *entry.aliases)}
+    total, as_entries, drift_only, uncovered = drift.coverage(catalog_names, files[DRIFT_FILE])
+    found.extend(f"{DRIFT_FILE}: public name {name} is neither an API entry nor listed with a reason"
+                 for name in uncovered)
+    covered = (
+        f"{total} public names: {as_entries} API entries + {drift_only} only in {DRIFT_FILE}, "
+        f"{len(uncovered)} uncovered"
+    )
+    return found, covered
+
+
+def build_references(root: Path | None = None, *, ref: str | None = None) -> Output:
+    """Build every generated file in memory (nothing is written)."""
+    root = root or repo_root()
+    torch_version = torch_release()
+    warn = _Warnings()
+    pages = sources.load_pages(root)
+    topic_map = load_topics(pages, root)
+    registry = AutodocRegistry(warn)
+    topics_chunks = _topic_chunks(root, pages, topic_map, registry, torch_version, warn)
+    used = _used_sources(topic_map)
+    records = {page.id: sources.source_record(root, page) for page in pages if page.id in used}
+
+    out = _Collected()
+    for topic in topic_map.topics:
+        _add_topic(out, topic, topics_chunks[topic.name], records, torch_version, registry)
+    for missing in sorted(set(registry.entries) - out.placed):
+        warn("assets/topics.toml", 0, f"{missing} was documented but landed in no reference file")
+    docs_ref = ref or _docs_ref(root, pages)
+    _add_drift(out, registry, torch_version, docs_ref)
 
     catalog = Catalog(
         torch_version=torch_version,
         ref=docs_ref,
         sources=[records[key] for key in sorted(records)],
-        references=references,
-        sections=sections,
-        api=sorted(api, key=lambda entry: entry.qualified_name),
-        examples=examples,
+        references=out.references,
+        sections=out.sections,
+        api=sorted(out.api, key=lambda entry: entry.qualified_name),
+        examples=out.examples,
         patterns=list(load_patterns(root)),
     )
-    files[CATALOG_FILE] = dump_catalog(catalog)
-    found: list[str] = []
-    for file_name, text in files.items():
-        if file_name.endswith(".md"):
-            found.extend(lint_problems(file_name, text))
-    drift_count = len(drift.listed_names(files[DRIFT_FILE]))
-    catalog_names = {entry.qualified_name for entry in catalog.api} | {
-        a for entry in catalog.api for a in entry.aliases
-    }
-    total, as_entries, drift_only, uncovered = drift.coverage(catalog_names, files[DRIFT_FILE])
-    # Every public name must be findable: an API entry, or a row of api-drift.md saying why not.
-    found.extend(
-        f"{DRIFT_FILE}: public name {name} is neither an API entry nor listed with a reason" for name in uncovered
-    )
-    covered = (
-        f"{total} public names: {as_entries} API entries + {drift_only} only in {DRIFT_FILE}, "
-        f"{len(uncovered)} uncovered"
-    )
+    out.files[CATALOG_FILE] = dump_catalog(catalog)
+    problems, covered = _problems_and_coverage(out.files, catalog)
     return Output(
-        files=files, catalog=catalog, warnings=warn.lines, problems=found, drift_names=drift_count,
-        coverage=covered, missing=registry.missing,
+        files=out.files,
+        catalog=catalog,
+        warnings=warn.lines,
+        problems=problems,
+        drift_names=len(drift.listed_names(out.files[DRIFT_FILE])),
+        coverage=covered,
+        missing=registry.missing,
     )
 
 
