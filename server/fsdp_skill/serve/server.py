@@ -66,6 +66,17 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         "pytorch-fsdp", title="PyTorch FSDP docs", version=__version__, log_level="WARNING",
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version),
     )
+    _add_reading_tools(server, box)
+    _add_example_tools(server, box)
+    if allow_run:
+        _add_verify_tool(server, box)
+    _add_resources(server, root)
+    _add_prompts(server, box.index.torch_version)
+    return server
+
+
+def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
+    """Search, API entries and the reference files."""
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def search_docs(
@@ -119,6 +130,10 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         """The reference files: name, title, what each covers, and its size in tokens."""
         return _answer(box.list_references)
 
+
+def _add_example_tools(server: MCPServer, box: Toolbox) -> None:
+    """The documented examples and the runnable patterns (read-only)."""
+
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def list_examples(
         symbol: Annotated[
@@ -157,26 +172,24 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         """One pattern: its full source, the torchrun command that launches it, and its verification status."""
         return _answer(lambda: box.get_pattern(name))
 
-    if allow_run:
 
-        @server.tool(annotations=RUNS_CODE, structured_output=True)
-        def verify_example(
-            name: Annotated[
-                str, Field(description="Example id from the catalog, e.g. 'torch.distributed.all_reduce#1'.")
-            ],
-            backend: Annotated[
-                Literal["gloo", "nccl"], Field(description="gloo runs on CPU; nccl needs one GPU per rank.")
-            ] = "gloo",
-            world_size: Annotated[int | None, Field(description="Ranks to start (default: the example's own).")] = None,
-            timeout: Annotated[float, Field(description="Seconds the example may run, 1 to 600.")] = 120.0,
-        ) -> VerifyResult:
-            """Run one documented example across ranks on this machine's torch and report passed / failed /
-            skipped / doc-bug with each rank's output. Only catalog examples can run, never other code."""
-            return _answer(lambda: box.verify_example(name, backend, world_size, timeout))
+def _add_verify_tool(server: MCPServer, box: Toolbox) -> None:
+    """The one tool that runs code (only with --allow-run): a catalog example, never other code."""
 
-    _add_resources(server, root)
-    _add_prompts(server, box.index.torch_version)
-    return server
+    @server.tool(annotations=RUNS_CODE, structured_output=True)
+    def verify_example(
+        name: Annotated[
+            str, Field(description="Example id from the catalog, e.g. 'torch.distributed.all_reduce#1'.")
+        ],
+        backend: Annotated[
+            Literal["gloo", "nccl"], Field(description="gloo runs on CPU; nccl needs one GPU per rank.")
+        ] = "gloo",
+        world_size: Annotated[int | None, Field(description="Ranks to start (default: the example's own).")] = None,
+        timeout: Annotated[float, Field(description="Seconds the example may run, 1 to 600.")] = 120.0,
+    ) -> VerifyResult:
+        """Run one documented example across ranks on this machine's torch and report passed / failed /
+        skipped / doc-bug with each rank's output. Only catalog examples can run, never other code."""
+        return _answer(lambda: box.verify_example(name, backend, world_size, timeout))
 
 
 def _add_resources(server: MCPServer, root: Path) -> None:
