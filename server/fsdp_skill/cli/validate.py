@@ -24,6 +24,7 @@ import math
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,18 +101,10 @@ def _key_lines(yaml_text: str, first_line: int) -> dict[str, int]:
 
 
 def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str = SKILL_FILE) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(yaml_text)
-        lines = _key_lines(yaml_text, first_line)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = first_line + (mark.line if mark else 0)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        report.add(file, line, f"frontmatter is not valid YAML ({problem}): quote values that contain ': ' or '#'")
+    parsed = _parse_frontmatter(yaml_text, first_line, report, file)
+    if parsed is None:
         return {}
-    if not isinstance(data, dict):
-        report.add(file, first_line, "frontmatter must be a YAML mapping of keys to values")
-        return {}
+    data, lines = parsed
 
     def at(key: str) -> int:
         return lines.get(key, first_line)
@@ -123,39 +116,64 @@ def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str
                 f"frontmatter key {key!r} is not allowed by the Agent Skills spec "
                 f"(allowed: {', '.join(ALLOWED_KEYS)}): move it under 'metadata'",
             )
+    _check_name(data.get("name"), at("name"), report, file)
+    _check_description(data.get("description"), at("description"), report, file)
+    _check_optional_fields(data, at, report, file)
+    return data
 
-    name = data.get("name")
+
+def _parse_frontmatter(
+    yaml_text: str, first_line: int, report: Report, file: str
+) -> tuple[dict[str, Any], dict[str, int]] | None:
+    """The frontmatter mapping and each key's line, or None (reported) when it is not a YAML mapping."""
+    try:
+        data = yaml.safe_load(yaml_text)
+        lines = _key_lines(yaml_text, first_line)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = first_line + (mark.line if mark else 0)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        report.add(file, line, f"frontmatter is not valid YAML ({problem}): quote values that contain ': ' or '#'")
+        return None
+    if not isinstance(data, dict):
+        report.add(file, first_line, "frontmatter must be a YAML mapping of keys to values")
+        return None
+    return data, lines
+
+
+def _check_name(name: Any, line: int, report: Report, file: str) -> None:
     if not isinstance(name, str) or not name.strip():
-        report.add(file, at("name"), "frontmatter needs 'name': a non-empty string")
-    else:
-        if len(name) > MAX_NAME_CHARS:
-            report.add(file, at("name"), f"name is {len(name)} characters, the limit is {MAX_NAME_CHARS}")
-        if not NAME_RE.match(name):
-            report.add(
-                file,
-                at("name"),
-                f"name {name!r} must be lowercase letters and digits joined by single hyphens, "
-                "no leading/trailing hyphen",
-            )
-        elif name != SKILL_NAME:
-            report.add(file, at("name"), f"name {name!r} must be the skill's folder name {SKILL_NAME!r}")
+        report.add(file, line, "frontmatter needs 'name': a non-empty string")
+        return
+    if len(name) > MAX_NAME_CHARS:
+        report.add(file, line, f"name is {len(name)} characters, the limit is {MAX_NAME_CHARS}")
+    if not NAME_RE.match(name):
+        report.add(
+            file,
+            line,
+            f"name {name!r} must be lowercase letters and digits joined by single hyphens, "
+            "no leading/trailing hyphen",
+        )
+    elif name != SKILL_NAME:
+        report.add(file, line, f"name {name!r} must be the skill's folder name {SKILL_NAME!r}")
 
-    description = data.get("description")
+
+def _check_description(description: Any, line: int, report: Report, file: str) -> None:
     if not isinstance(description, str) or not description.strip():
-        report.add(file, at("description"), "frontmatter needs 'description': what the skill does and when to use it")
-    else:
-        if len(description) > MAX_DESCRIPTION_CHARS:
-            report.add(
-                file, at("description"),
-                f"description is {len(description)} characters, the limit is {MAX_DESCRIPTION_CHARS}",
-            )
-        person = PERSON_RE.search(description)
-        if person:
-            report.add(
-                file, at("description"),
-                f"description uses {person.group(0)!r}: write it in the third person ('Explains ...; use when ...')",
-            )
+        report.add(file, line, "frontmatter needs 'description': what the skill does and when to use it")
+        return
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        report.add(file, line, f"description is {len(description)} characters, the limit is {MAX_DESCRIPTION_CHARS}")
+    person = PERSON_RE.search(description)
+    if person:
+        report.add(
+            file, line,
+            f"description uses {person.group(0)!r}: write it in the third person ('Explains ...; use when ...')",
+        )
 
+
+def _check_optional_fields(data: dict[str, Any], at: Callable[[str], int], report: Report, file: str) -> None:
+    """compatibility, metadata and allowed-tools: optional, but typed by the spec when present."""
     compatibility = data.get("compatibility")
     if compatibility is not None and (
         not isinstance(compatibility, str) or not 1 <= len(compatibility) <= MAX_COMPATIBILITY_CHARS
@@ -181,7 +199,6 @@ def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str
         isinstance(tools, str) or (isinstance(tools, list) and all(isinstance(t, str) for t in tools))
     ):
         report.add(file, at("allowed-tools"), "allowed-tools must be a space-separated string or a list of strings")
-    return data
 
 
 # ------------------------------------------------------------------------------ links and anchors
