@@ -94,6 +94,11 @@ def skip_reason(
     """
     if not spec.units:
         return "no code to run: the catalog entry has no statements"
+    return _machine_reason(spec, backend, world_size, caps, launched) or _code_reason(spec, backend)
+
+
+def _machine_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabilities, launched: bool) -> str | None:
+    """What this machine lacks for the example: backend, GPUs, RPC, packages, the API itself, ranks."""
     if backend == "nccl":
         if not caps.nccl_available:
             return f"needs NCCL: this torch build ({caps.torch_version}) has no NCCL backend"
@@ -106,9 +111,8 @@ def skip_reason(
     if "rpc" in spec.requires:
         if not caps.rpc_available:
             return "needs RPC: torch.distributed.rpc is not available in this build"
-        return "needs RPC: it runs as named RPC workers (rpc.init_rpc per worker), not as collective ranks" + _upstream(
-            spec
-        )
+        rpc_workers = "needs RPC: it runs as named RPC workers (rpc.init_rpc per worker), not as collective ranks"
+        return rpc_workers + _upstream(spec)
     if "numpy" in spec.requires and not caps.numpy_available:
         return "needs numpy: object collectives unpickle through tensor.numpy(); `pip install numpy` to run it"
     missing = sorted(r for r in set(spec.requires) - _KNOWN_REQUIREMENTS if not _importable(r))
@@ -121,6 +125,11 @@ def skip_reason(
             f"needs {world_size} ranks: more than the {MAX_LOCAL_RANKS} processes this runner starts on one machine "
             f"(launch it with torchrun across nodes)"
         )
+    return None
+
+
+def _code_reason(spec: ExampleSpec, backend: str) -> str | None:
+    """What the example's code itself rules out: launcher-only code, fixed ports, fragments, CUDA-only calls."""
     found = analyze([u.source for u in spec.units], backend, global_names(spec.symbol))
     if found.reads_argv:
         return (
