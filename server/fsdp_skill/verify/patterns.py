@@ -118,7 +118,32 @@ def parse_header(path: Path, text: str) -> PatternHeader:
         block, first_line = _shell_comment_block(path, text)
     else:
         raise PatternHeaderError(path, 1, f"not a pattern file (expected one of {', '.join(PATTERN_SUFFIXES)})")
+    values, key_lines, index = _header_keys(path, block, first_line)
+    header_end = first_line + index
+    for key in REQUIRED_KEYS:
+        if not values.get(key):
+            raise PatternHeaderError(path, header_end, f"header has no {key!r}: add a '{key}: ...' line")
+    name, world_size, requires = _checked_values(path, values, key_lines)
+    description = "\n".join(block[index:]).strip()
+    summary = " ".join(description.split("\n\n", 1)[0].split()) if description else ""
+    if not summary:
+        raise PatternHeaderError(path, header_end, "no summary: add a paragraph after the header's blank line")
+    return PatternHeader(
+        path=path,
+        name=name,
+        title=values["title"],
+        world_size=world_size,
+        requires=requires,
+        tags=_split_list(values.get("tags", "")),
+        launch=values.get("launch") or None,
+        summary=summary,
+        description=description,
+        key_lines=key_lines,
+    )
 
+
+def _header_keys(path: Path, block: list[str], first_line: int) -> tuple[dict[str, str], dict[str, int], int]:
+    """The `key: value` lines that open the block: values, each key's file line, and the index past them."""
     index = 0
     while index < len(block) and not block[index].strip():
         index += 1
@@ -139,11 +164,11 @@ def parse_header(path: Path, text: str) -> PatternHeader:
             raise PatternHeaderError(path, line_no, f"header key {key!r} given twice")
         values[key], key_lines[key] = value, line_no
         index += 1
-    header_end = first_line + index
-    for key in REQUIRED_KEYS:
-        if not values.get(key):
-            raise PatternHeaderError(path, header_end, f"header has no {key!r}: add a '{key}: ...' line")
+    return values, key_lines, index
 
+
+def _checked_values(path: Path, values: dict[str, str], key_lines: dict[str, int]) -> tuple[str, int, tuple[str, ...]]:
+    """name, world_size and requires, each checked against its rule (the error points at the key's line)."""
     name = values["name"]
     if not NAME_RE.match(name):
         raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
@@ -162,23 +187,7 @@ def parse_header(path: Path, text: str) -> PatternHeader:
             raise PatternHeaderError(
                 path, key_lines["requires"], f"unknown requirement {requirement!r} (known: {known})"
             )
-
-    description = "\n".join(block[index:]).strip()
-    summary = " ".join(description.split("\n\n", 1)[0].split()) if description else ""
-    if not summary:
-        raise PatternHeaderError(path, header_end, "no summary: add a paragraph after the header's blank line")
-    return PatternHeader(
-        path=path,
-        name=name,
-        title=values["title"],
-        world_size=world_size,
-        requires=requires,
-        tags=_split_list(values.get("tags", "")),
-        launch=values.get("launch") or None,
-        summary=summary,
-        description=description,
-        key_lines=key_lines,
-    )
+    return name, world_size, requires
 
 
 def read_header(path: Path | str) -> PatternHeader:
@@ -324,6 +333,25 @@ def run_pattern(
 
     command = build_command(path, world_size)
     result["command"] = " ".join(command)
+    started = time.monotonic()
+    raw, returncode = _run_launcher(command, world_size, backend, timeout)
+    result["seconds"] = round(time.monotonic() - started, 2)
+    output = raw.decode("utf-8", errors="replace")
+    result["output"] = output[-OUTPUT_LIMIT:]
+    if returncode is None:
+        result["reason"] = f"timed out after {timeout:g} s; killed torchrun and its ranks"
+    elif returncode == 0:
+        result["status"] = "passed"
+    else:
+        result["reason"] = failure_reason(output, returncode)
+    return result
+
+
+def _run_launcher(command: list[str], world_size: int, backend: str, timeout: float) -> tuple[bytes, int | None]:
+    """Run the launch command in a scratch folder on one node: (combined output, exit code or None on a timeout).
+
+    A timed-out or interrupted run has its whole process group (torchrun and every rank) killed.
+    """
     with tempfile.TemporaryDirectory(prefix="fsdp-pattern-") as scratch:
         env = dict(os.environ)
         env.update(
@@ -336,32 +364,20 @@ def run_pattern(
             MASTER_PORT=str(_free_port()),
             PATH=f"{_torchrun_shim(Path(scratch))}{os.pathsep}{env.get('PATH', '')}",
         )
-        started = time.monotonic()
         # A new session: the pattern's whole process tree shares one process group we can kill.
         proc = subprocess.Popen(
             command, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
         )
         try:
             raw, _ = proc.communicate(timeout=timeout)
-            timed_out = False
+            return raw, proc.returncode
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raw, _ = proc.communicate(timeout=KILL_GRACE_S)  # everything that wrote the pipe is dead
-            timed_out = True
+            return raw, None
         finally:
             if proc.poll() is None:  # an exception (Ctrl-C) while waiting: leave nothing behind
                 _kill_group(proc)
-        result["seconds"] = round(time.monotonic() - started, 2)
-
-    output = raw.decode("utf-8", errors="replace")
-    result["output"] = output[-OUTPUT_LIMIT:]
-    if timed_out:
-        result["reason"] = f"timed out after {timeout:g} s; killed torchrun and its ranks"
-    elif proc.returncode == 0:
-        result["status"] = "passed"
-    else:
-        result["reason"] = failure_reason(output, proc.returncode)
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
