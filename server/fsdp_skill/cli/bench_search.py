@@ -329,17 +329,30 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     toolbox = Toolbox(index, root)
     print(f"fsdp-skill bench search: {len(queries)} queries, torch {index.torch_version}, "
           f"{index.document_count()} documents", flush=True)
+    baseline = PlainBM25(index)
+    _report_quality(root, index, queries, baseline, with_heldout=not getattr(args, "queries", None))
+    _report_latency(toolbox, baseline, queries)
+    _report_responses(root, queries)
+    _report_cold_start(root)
+    if args.skip_load:
+        print("\nload: skipped (--skip-load)")
+    else:
+        _report_load(root, queries)
+    return 0
 
+
+def _report_quality(root: Path, index: DocsIndex, queries: list[EvalQuery], baseline: PlainBM25,
+                    with_heldout: bool) -> None:
+    """Recall@1/5 and MRR on the dev set (and the held-out set), against plain BM25; pattern recall; misses."""
     our_ranked = our_rankings(index, queries)
     ours = score_rankings(queries, our_ranked)
-    baseline = PlainBM25(index)
     plain_ranked = [baseline.rank(q.question) for q in queries]
     plain = score_rankings(queries, plain_ranked)
     print(f"\nquality on {len(queries)} dev queries   Recall@1  Recall@5  MRR@10")
     print(f"  fsdp-skill index              {ours.recall1:6.3f}    {ours.recall5:6.3f}  {ours.mrr:6.3f}")
     print(f"  plain BM25                    {plain.recall1:6.3f}    {plain.recall5:6.3f}  {plain.mrr:6.3f}")
     heldout_path = root / "tests" / "eval" / "heldout.jsonl"
-    if heldout_path.is_file() and not getattr(args, "queries", None):
+    if heldout_path.is_file() and with_heldout:
         # Questions written after the ranking was tuned on the dev set: how well the tuning generalises.
         heldout = canonical(index, load_queries(heldout_path))
         h_ours = score_rankings(heldout, our_rankings(index, heldout))
@@ -363,6 +376,8 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     for question, top in ours.misses:
         print(f"  not in top 5: {question!r} -> {top}")
 
+
+def _report_latency(toolbox: Toolbox, baseline: PlainBM25, queries: list[EvalQuery]) -> None:
     rounds = 5
     ours_t = [timed(toolbox.search_docs, q.question, 5, None) for _ in range(rounds) for q in queries]
     bm25_t = [timed(baseline.rank, q.question) for _ in range(rounds) for q in queries]
@@ -376,6 +391,8 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     print(f"  rank-bm25     p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
           f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)")
 
+
+def _report_responses(root: Path, queries: list[EvalQuery]) -> None:
     tokens, mcp_ms = response_tokens(root, queries)
     median_tokens = statistics.median(tokens)
     print(f"\nresponse size (limit=5, chars/4): median {median_tokens:.0f} tokens, max {max(tokens)}   "
@@ -385,17 +402,17 @@ def cli_bench_search(args: argparse.Namespace) -> int:
         f"{percentile(mcp_ms, 99):.2f} ms"
     )
 
+
+def _report_cold_start(root: Path) -> None:
     ours_s, bare_s = cold_start(root)
     ratio = ours_s / bare_s
     print(f"\ncold start over stdio (spawn, initialize, list tools, first call; median of {COLD_RUNS})")
     print(f"  fsdp-skill serve {ours_s * 1000:7.0f} ms   bare MCPServer {bare_s * 1000:7.0f} ms   "
           f"ratio {ratio:.2f}x   target <= {TARGETS['cold_ratio']}x {_mark(ratio <= TARGETS['cold_ratio'])}")
 
-    if args.skip_load:
-        print("\nload: skipped (--skip-load)")
-    else:
-        calls, errors, load_ms, wall = http_load(root, queries)
-        print(f"\nload: {LOAD_CLIENTS} streamable-HTTP clients x {LOAD_CALLS} searches = {calls} calls in {wall:.1f} s "
-              f"({calls / wall:.0f}/s), errors {errors} {_mark(errors == 0)}")
-        print(f"  per call p50 {percentile(load_ms, 50):.1f} ms  p99 {percentile(load_ms, 99):.1f} ms")
-    return 0
+
+def _report_load(root: Path, queries: list[EvalQuery]) -> None:
+    calls, errors, load_ms, wall = http_load(root, queries)
+    print(f"\nload: {LOAD_CLIENTS} streamable-HTTP clients x {LOAD_CALLS} searches = {calls} calls in {wall:.1f} s "
+          f"({calls / wall:.0f}/s), errors {errors} {_mark(errors == 0)}")
+    print(f"  per call p50 {percentile(load_ms, 50):.1f} ms  p99 {percentile(load_ms, 99):.1f} ms")
