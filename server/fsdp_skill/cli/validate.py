@@ -141,12 +141,20 @@ def _parse_frontmatter(
     return data, lines
 
 
-def _check_name(name: Any, line: int, report: Report, file: str) -> None:
-    if not isinstance(name, str) or not name.strip():
-        report.add(file, line, "frontmatter needs 'name': a non-empty string")
+def _text_field(value: Any, key: str, what: str, limit: int, line: int, report: Report, file: str) -> str | None:
+    """A required string field within its length limit: the string, or None when it is missing (reported)."""
+    if not isinstance(value, str) or not value.strip():
+        report.add(file, line, f"frontmatter needs '{key}': {what}")
+        return None
+    if len(value) > limit:
+        report.add(file, line, f"{key} is {len(value)} characters, the limit is {limit}")
+    return value
+
+
+def _check_name(value: Any, line: int, report: Report, file: str) -> None:
+    name = _text_field(value, "name", "a non-empty string", MAX_NAME_CHARS, line, report, file)
+    if name is None:
         return
-    if len(name) > MAX_NAME_CHARS:
-        report.add(file, line, f"name is {len(name)} characters, the limit is {MAX_NAME_CHARS}")
     if not NAME_RE.match(name):
         report.add(
             file,
@@ -158,12 +166,11 @@ def _check_name(name: Any, line: int, report: Report, file: str) -> None:
         report.add(file, line, f"name {name!r} must be the skill's folder name {SKILL_NAME!r}")
 
 
-def _check_description(description: Any, line: int, report: Report, file: str) -> None:
-    if not isinstance(description, str) or not description.strip():
-        report.add(file, line, "frontmatter needs 'description': what the skill does and when to use it")
+def _check_description(value: Any, line: int, report: Report, file: str) -> None:
+    what = "what the skill does and when to use it"
+    description = _text_field(value, "description", what, MAX_DESCRIPTION_CHARS, line, report, file)
+    if description is None:
         return
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        report.add(file, line, f"description is {len(description)} characters, the limit is {MAX_DESCRIPTION_CHARS}")
     person = PERSON_RE.search(description)
     if person:
         report.add(
