@@ -20,6 +20,8 @@ from fsdp_skill.apidoc.api_model import ApiDoc, MissingName, walk
 from fsdp_skill.apidoc.api_render import is_bare_module, render_api
 from fsdp_skill.convert.myst import PageAutodocHook, Warn
 
+__all__ = ["AutodocRegistry", "Documented"]
+
 _PLACEHOLDER = "\u27e6autodoc {}\u27e7"
 _PLACEHOLDER_RE = re.compile(r"^(?P<prefix>.*?)\u27e6autodoc (?P<index>\d+)\u27e7\s*$")
 # Exceptions a docstring the converters cannot handle may raise; anything else is a real bug.

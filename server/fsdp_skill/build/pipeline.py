@@ -61,6 +61,19 @@ from fsdp_skill.core.torch_version import installed_torch_version, release_versi
 from fsdp_skill.search.index import build_index, stale_reason
 from fsdp_skill.upstream import sources
 
+__all__ = [
+    "CATALOG_FILE",
+    "DRIFT_FILE",
+    "INDEX_FILE",
+    "Output",
+    "build_references",
+    "cli_regenerate",
+    "differences",
+    "summary",
+    "torch_release",
+    "write_output",
+]
+
 DRIFT_FILE = "api-drift.md"
 CATALOG_FILE = "catalog.json"
 INDEX_FILE = "index.sqlite"

@@ -9,6 +9,8 @@ import os
 import tempfile
 from pathlib import Path
 
+__all__ = ["write_atomic"]
+
 
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path through a temp file in the same folder, then os.replace it into place."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+__all__ = ["catalog_path", "index_path", "patterns_dir", "references_dir", "repo_root", "upstream_dir"]
+
 
 def repo_root() -> Path:
     env = os.environ.get("FSDP_SKILL_ROOT")

@@ -9,6 +9,26 @@ from pydantic import BaseModel, Field
 
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, NOT_VERIFIED, STATUS_FILTERS, DocumentKind
 
+__all__ = [
+    "Parameter",
+    "Deprecation",
+    "SearchResult",
+    "SearchResponse",
+    "VerificationStatus",
+    "ExampleBrief",
+    "ApiEntryResult",
+    "ReferenceInfo",
+    "ReferenceList",
+    "ReferencePage",
+    "ExampleInfo",
+    "ExampleList",
+    "DoctestStepResult",
+    "ExampleDetail",
+    "PatternInfo",
+    "PatternList",
+    "VerifyResult",
+]
+
 _STATUSES = " | ".join(EXAMPLE_STATUSES)
 
 

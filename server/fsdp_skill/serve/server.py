@@ -38,6 +38,8 @@ from fsdp_skill.serve.results import (
 )
 from fsdp_skill.serve.tools import EXAMPLE_PAGE, MAX_EXAMPLE_PAGE, MAX_LIMIT, Toolbox
 
+__all__ = ["build_server", "cli_serve"]
+
 T = TypeVar("T")
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

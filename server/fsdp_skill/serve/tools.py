@@ -36,6 +36,8 @@ from fsdp_skill.serve.results import (
 )
 from fsdp_skill.serve.verification import VerificationReport, run_verification, summarize
 
+__all__ = ["ToolInputError", "Toolbox"]
+
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
 MAX_WORLD_SIZE = 8
