@@ -22,6 +22,17 @@ from fsdp_skill.apidoc.docstring_sections import split_docstring
 from fsdp_skill.convert.rst.inline import convert as convert_inline
 from fsdp_skill.core.catalog import Deprecation
 
+__all__ = [
+    "COVERED_EXTRA",
+    "COVERED_MODULES",
+    "build_drift",
+    "coverage",
+    "covered_public_names",
+    "deprecation_of",
+    "listed_names",
+    "public_names",
+]
+
 # Whole modules whose public names must be covered (torch.nn.parallel only for DDP, below).
 COVERED_MODULES = [m for m in introspect.PUBLIC_MODULES if m.startswith("torch.distributed")]
 COVERED_EXTRA = ["torch.nn.parallel.DistributedDataParallel"]
