@@ -19,10 +19,10 @@ from fsdp_skill.apidoc.api_model import DESCRIPTION_HEADING_BASE, ApiDoc, Missin
 from fsdp_skill.apidoc.docstring_sections import RawDocstring, RawItem, split_docstring
 from fsdp_skill.apidoc.doctests import parse_doctest
 from fsdp_skill.convert.markdown import plain_text
-from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.convert.rst.converter import Warn, rst_to_markdown
 from fsdp_skill.convert.rst.inline import inline_to_markdown
 from fsdp_skill.core.catalog import Parameter
+from fsdp_skill.core.markdown import markdown_parser
 
 
 class _Context:

@@ -17,8 +17,9 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from fsdp_skill.build.render import Heading, outline, shift_headings
+from fsdp_skill.build.render import Heading, outline
 from fsdp_skill.build.topics import Part, TopicMap
+from fsdp_skill.convert.markdown import shift_headings
 from fsdp_skill.core.errors import UserError
 
 

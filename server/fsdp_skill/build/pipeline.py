@@ -56,7 +56,7 @@ from fsdp_skill.core.catalog import (
     load_catalog,
 )
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.core.paths import references_dir, repo_root, writable_root
 from fsdp_skill.core.torch_version import installed_torch_version, release_version
 from fsdp_skill.search.index import build_index, stale_reason
 from fsdp_skill.upstream import sources
@@ -507,7 +507,7 @@ def summary(output: Output, seconds: float) -> str:
 
 def cli_regenerate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    root = repo_root()
+    root = writable_root("regenerate rebuilds references/ from the upstream/ cache")
     ref_dir = references_dir(root)
     output = build_references(root, ref=args.ref)
     for missing in output.missing:

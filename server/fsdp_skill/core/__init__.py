@@ -1,10 +1,11 @@
 """core: what every stage shares — errors (one root class), paths, atomic writes, the catalog models, the
-shared vocabulary (document kinds, example statuses) and the installed torch's version.
+shared vocabulary (document kinds, example statuses), the installed torch's version, and plain CommonMark
+(`core.markdown`: the one parser configuration and fence sizing, which `search` needs too).
 
-Imports: the stdlib and pydantic only; no other `fsdp_skill` subpackage. Kept free of eager imports so
-that `fsdp_skill.verify` (stdlib + torch) can use the stdlib-only modules (`atomic`, `errors`,
-`vocabulary`) without pulling in pydantic.
+Imports: the stdlib, pydantic and markdown-it-py (loaded only when a parser is asked for); no other
+`fsdp_skill` subpackage. Kept free of eager imports so that `fsdp_skill.verify` (stdlib + torch) can use
+`core.atomic`, `core.paths`, `core.errors` and `core.vocabulary` (all stdlib only) without pulling in pydantic.
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["atomic", "catalog", "errors", "paths", "torch_version", "vocabulary"]
+__all__ = ["atomic", "catalog", "errors", "markdown", "paths", "torch_version", "vocabulary"]

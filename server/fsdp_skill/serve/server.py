@@ -21,7 +21,7 @@ from pydantic import Field
 
 from fsdp_skill import __version__
 from fsdp_skill.core.errors import FsdpSkillError, UserError
-from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
@@ -200,9 +200,7 @@ def _add_resources(server: MCPServer, root: Path) -> None:
             try:
                 return path.read_text(encoding="utf-8")
             except OSError as exc:
-                raise ResourceError(
-                    f"{path.name} cannot be read ({exc.strerror}): run `fsdp-skill regenerate`"
-                ) from None
+                raise ResourceError(f"{path.name} cannot be read ({exc.strerror}): {rebuild_hint(root)}") from None
 
         return read
 

@@ -10,7 +10,7 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
 from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
@@ -144,7 +144,7 @@ class Toolbox:
 
     def _reference_file(self, name: str) -> Path:
         valid = self.reference_names()
-        listing = ", ".join(valid) or "(none: run `fsdp-skill regenerate`)"
+        listing = ", ".join(valid) or f"(none: {rebuild_hint(self.root)})"
         if "\0" in name or "/" in name or "\\" in name or name.startswith(".") or Path(name).is_absolute():
             raise ToolInputError(f"{name!r} is not a reference name: pass a bare file name from list_references, "
                                  f"one of: {listing}")
@@ -154,7 +154,7 @@ class Toolbox:
         path = (self.references_dir / candidate).resolve()
         if not path.is_relative_to(self.references_dir.resolve()) or not path.is_file():
             raise ToolInputError(
-                f"reference {candidate!r} is listed but its file is missing: run `fsdp-skill regenerate`"
+                f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}"
             )
         return path
 

@@ -8,15 +8,15 @@ nothing failed, 1 when any example or pattern failed, 2 for bad input (one line 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fsdp_skill.core.errors import UserError  # stdlib only
-from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # stdlib only
+from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths and core.vocabulary
+from fsdp_skill.core.paths import repo_root, writable_root
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES
 
 from .args import add_arguments
 from .catalog_patterns import (
@@ -33,12 +33,6 @@ from .report import build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
 _STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}
-
-
-def repo_root() -> Path:
-    # Same rule as fsdp_skill.core.paths (not imported: this subpackage depends on the stdlib and torch only).
-    env = os.environ.get("FSDP_SKILL_ROOT")
-    return Path(env).resolve() if env else Path(__file__).resolve().parents[3]
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -181,6 +175,8 @@ def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any) 
 def cli_verify(args: argparse.Namespace) -> int:
     try:
         options = _options(args)
+        if args.write_report:  # checked before the run, not after minutes of it
+            writable_root("--write-report rewrites references/verification.{md,json}")
         chosen = _selected(args)
         launched = launched_by_torchrun()
         if launched and not chosen.examples:

@@ -140,8 +140,8 @@ class RankPool:
         )
 
     def _expect(self, ranks: list[int], kind: str, deadline: float, what: str) -> None:
-        """Every rank in `ranks` answers `kind` before the deadline, or the pool is killed and PoolStartError says "
-        "why."""
+        """Every rank in `ranks` answers `kind` before the deadline, or the pool is killed and PoolStartError
+        says why."""
         # grace_on_error: a rank that failed to init leaves the others blocked in the rendezvous.
         replies = self._gather(set(ranks), deadline, grace_on_error=True)
         problems: list[str] = []
