@@ -204,10 +204,10 @@ def _docstring_pieces(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pieces))
 
 
+@pytest.mark.torch
 def test_docstring_rst_parses_in_docutils_and_agrees_with_what_the_converter_emits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("torch")
     pieces = _docstring_pieces(monkeypatch)
     assert len(pieces) >= 900
     errors: dict[str, list[str]] = {}
