@@ -15,7 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "server" / "fsdp_skill"
 
 # Which subpackages each stage may import (besides itself). `verify` is stdlib + torch (plus the stdlib
-# `core.atomic`), so a plain clone runs it; `build` reads the pattern header parser from `verify.patterns`.
+# `core.atomic` and `core.scratch`), so a plain clone runs it; `build` reads the pattern header parser
+# from `verify.patterns`.
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "upstream": {"core"},
@@ -182,7 +183,7 @@ def undeclared(imports: list[Import], modules: dict[str, Path]) -> list[str]:
                 lines.append(f"fsdp_skill/{imp.source.replace('.', '/')}.py:{imp.line}: {imp.target} is not in "
                              f"{package}.__all__")
                 break
-    return lines
+    return list(dict.fromkeys(lines))
 
 
 def test_every_subpackage_declares_its_public_face_in_all() -> None:

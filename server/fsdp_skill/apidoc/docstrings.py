@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +34,36 @@ class _Context:
         def warn_in_docstring(_origin: str, line: int, message: str) -> None:
             self.warn(self.origin, self.line, f"docstring of {name}, line {line}: {message}")
 
+        rst = markdown_fences_as_code_blocks(rst)
         return rst_to_markdown(rst, origin=name, warn=warn_in_docstring, heading_base=heading_base).strip()
+
+
+_MARKDOWN_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<marker>`{3,}|~{3,})(?P<language>[\w+-]*)[ \t]*$")
+
+
+def markdown_fences_as_code_blocks(rst: str) -> str:
+    """Markdown code fences inside an RST docstring (torch has some: `FSDPModule.set_symm_mem_for_comm`)
+    as `.. code-block::` directives; RST would read them as a paragraph and flatten the code."""
+    lines = rst.split("\n")
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        opening = _MARKDOWN_FENCE.match(lines[index])
+        closing = None
+        if opening:
+            marker = opening.group("marker")
+            closing = next((j for j in range(index + 1, len(lines))
+                            if lines[j].strip() == marker and lines[j].startswith(opening.group("indent"))), None)
+        if opening is None or closing is None:
+            out.append(lines[index])
+            index += 1
+            continue
+        indent = opening.group("indent")
+        out += ["", f"{indent}.. code-block:: {opening.group('language') or 'text'}", ""]
+        out += [f"{indent}   {line[len(indent):]}" if line.strip() else "" for line in lines[index + 1 : closing]]
+        out.append("")
+        index = closing + 1
+    return "\n".join(out)
 
 
 def _split_options_list(value: str | None) -> list[str]:

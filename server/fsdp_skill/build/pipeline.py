@@ -16,11 +16,11 @@ catalog (catalog.py) → index (index.py).
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import re
 import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +32,7 @@ from fsdp_skill.apidoc.api_render import to_api_entry, to_examples
 from fsdp_skill.apidoc.autodoc import AutodocRegistry, Documented
 from fsdp_skill.build.assemble import Chunk, ConvertedPage, assemble, sphinx_id, topic_body
 from fsdp_skill.build.lint import problems as lint_problems
+from fsdp_skill.build.page_checks import PageChecker
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.build.render import (
     SectionSpan,
@@ -57,6 +58,7 @@ from fsdp_skill.core.catalog import (
 )
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
+from fsdp_skill.core.scratch import make_scratch_dir
 from fsdp_skill.core.torch_version import installed_torch_version, release_version
 from fsdp_skill.search.index import build_index, stale_reason
 from fsdp_skill.upstream import sources
@@ -75,6 +77,7 @@ __all__ = [
 ]
 
 DRIFT_FILE = "api-drift.md"
+STAGING_PREFIX = ".regenerate-"
 CATALOG_FILE = "catalog.json"
 INDEX_FILE = "index.sqlite"
 RST_PAGE_ENTRY_LEVEL = 3  # heading level of API entries an .rst page's autodoc renders
@@ -168,8 +171,9 @@ def _convert_pages(
     for page in pages:
         if page.id not in used:
             continue
-        text = sources.read_cached(root, page)
         origin = f"upstream/{page.dir}/{page.path}"
+        checker = PageChecker(origin, warn)
+        text = checker.source(sources.read_cached_bytes(root, page)[0], page.format)
         url = sources.docs_url(page, torch_version)
         hook = registry.hook(origin=origin, source=page.id, page_url=url)
         resolve = _site_resolver(page, url)
@@ -179,6 +183,7 @@ def _convert_pages(
             markdown = rst.rst_to_markdown(
                 text, origin=origin, warn=warn, autodoc=_fixed_level(hook, RST_PAGE_ENTRY_LEVEL), resolve_uri=resolve
             )
+        markdown = checker.converted(markdown)
         converted[page.id] = (drop_quotes_matching(markdown, EDIT_ON_GITHUB_NOTE), url)
     return converted
 
@@ -455,7 +460,8 @@ def write_output(output: Output, ref_dir: Path, root: Path) -> list[str]:
     """Stage every file in a temp folder inside ref_dir, then move each into place. Returns the names written."""
     ref_dir.mkdir(parents=True, exist_ok=True)
     stale = _previously_generated(ref_dir) - set(output.files)
-    staging = Path(tempfile.mkdtemp(prefix=".regenerate-", dir=ref_dir))
+    # `.regenerate-<pid>-*`: what a killed run left is removed here (and listed by `fsdp-skill validate`).
+    staging = make_scratch_dir(ref_dir, STAGING_PREFIX)
     try:
         for name, text in output.files.items():
             with open(staging / name, "w", encoding="utf-8", newline="\n") as fh:
@@ -474,15 +480,43 @@ def write_output(output: Output, ref_dir: Path, root: Path) -> list[str]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def _provenance_tokens(*catalogs: Catalog) -> list[str]:
+    """The strings that say where the sources came from (refs, commits, URLs), longest first."""
+    tokens: set[str] = set()
+    for catalog in catalogs:
+        tokens.add(catalog.ref)
+        for source in catalog.sources:
+            tokens.update(t for t in (source.ref, source.url, source.commit, (source.commit or "")[:10]) if t)
+    return sorted((t for t in tokens if len(t) >= 4), key=lambda t: (-len(t), t))
+
+
+_TOKEN_COUNT = re.compile(r'"tokens": \d+')  # a reference's size estimate moves with the length of its ref
+
+
+def _without_provenance(text: str, tokens: list[str]) -> str:
+    for token in tokens:
+        text = text.replace(token, "\0")
+    return _TOKEN_COUNT.sub('"tokens": 0', text)
+
+
 def differences(output: Output, ref_dir: Path) -> list[str]:
-    """What `regenerate` would change in ref_dir: one line per differing, new or removed file."""
+    """What `regenerate` would change in ref_dir: one line per differing, new or removed file. A file
+    that differs only where it records the sources' ref, commit or URL (a fetch of byte-identical
+    files moves those) is listed as `provenance:` instead of `differs:`."""
     lines: list[str] = []
+    try:
+        committed: Catalog | None = load_catalog(ref_dir / CATALOG_FILE)
+    except CatalogError:
+        committed = None
+    tokens = _provenance_tokens(output.catalog, committed) if committed else []
     for name in sorted(output.files):
         target = ref_dir / name
         if not target.exists():
             lines.append(f"new:     references/{name}")
         elif target.read_bytes() != output.files[name].encode("utf-8"):
-            lines.append(f"differs: references/{name}")
+            old = target.read_text(encoding="utf-8", errors="replace")
+            same = bool(tokens) and _without_provenance(old, tokens) == _without_provenance(output.files[name], tokens)
+            lines.append(f"provenance: references/{name}" if same else f"differs: references/{name}")
     for name in sorted(_previously_generated(ref_dir) - set(output.files)):
         if (ref_dir / name).exists():
             lines.append(f"removed: references/{name}")
@@ -493,6 +527,14 @@ def differences(output: Output, ref_dir: Path) -> list[str]:
         if reason:
             lines.append(f"differs: references/{INDEX_FILE} ({reason})")
     return lines
+
+
+def short_diff(output: Output, ref_dir: Path, name: str, limit: int = 12) -> list[str]:
+    """The first changed lines between the committed file and the new one, as a unified diff."""
+    old = (ref_dir / name).read_text(encoding="utf-8", errors="replace").splitlines()
+    diff = [line[:160] for line in difflib.unified_diff(old, output.files[name].splitlines(), f"references/{name}",
+                                                         "regenerated", n=0, lineterm="")]
+    return diff[:limit] + ([f"... ({len(diff) - limit} more diff lines)"] if len(diff) > limit else [])
 
 
 def summary(output: Output, seconds: float) -> str:
@@ -518,6 +560,12 @@ def cli_regenerate(args: argparse.Namespace) -> int:
         )
     for line in output.warnings:
         print(f"warning: {line}", file=sys.stderr)
+    if args.strict and output.warnings:
+        # Before the problems: a broken upstream page is the cause, the problems in the output its effects.
+        files = ", ".join(dict.fromkeys(line.split(":", 1)[0] for line in output.warnings))
+        count = f"{len(output.warnings)} warning{'s' if len(output.warnings) != 1 else ''}"
+        print(f"fsdp-skill regenerate: --strict and {count} (in {files}); nothing written", file=sys.stderr)
+        return 1
     if output.problems:
         for line in output.problems:
             print(f"error: {line}", file=sys.stderr)
@@ -526,17 +574,22 @@ def cli_regenerate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    if args.strict and output.warnings:
-        print(f"fsdp-skill regenerate: {len(output.warnings)} warnings and --strict; nothing written", file=sys.stderr)
-        return 1
     elapsed = time.perf_counter() - started
     if args.check:
         changed = differences(output, ref_dir)
         for line in changed:
             print(line)
         print(summary(output, elapsed))
+        provenance = [line.split("references/", 1)[1] for line in changed if line.startswith("provenance:")]
+        if provenance:
+            print("\n".join(short_diff(output, ref_dir, provenance[0])))
+        if changed and len(provenance) == len(changed):
+            print(f"{len(changed)} files differ only in provenance (the upstream ref, commit or URL the cache records; "
+                  "the content is the same): run `fsdp-skill regenerate` to record it")
+            return 1
         if changed:
-            print(f"{len(changed)} files differ from the committed references/; run `fsdp-skill regenerate`")
+            also = f" ({len(provenance)} of them only in provenance)" if provenance else ""
+            print(f"{len(changed)} files differ from the committed references/{also}; run `fsdp-skill regenerate`")
             return 1
         print("references/ is up to date")
         return 0

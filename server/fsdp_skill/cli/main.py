@@ -29,6 +29,10 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-dir", metavar="DIR", help="seed the cache from a local snapshot instead of the network")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (default 30)")
     p.add_argument("--retries", type=int, default=3, help="retries per file on network errors (default 3)")
+    p.add_argument("--base-url", metavar="URL", help="a mirror serving URL/<owner>/<name>/<ref>/<path> instead of "
+                   "https://raw.githubusercontent.com (env FSDP_SKILL_UPSTREAM_URL)")
+    p.add_argument("--api-url", metavar="URL", help="GitHub API base for commits and trees (default "
+                   "https://api.github.com; env FSDP_SKILL_GITHUB_API)")
     p.set_defaults(handler="fsdp_skill.upstream.fetch:cli_fetch")
 
 
@@ -62,7 +66,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; 0 picks a free port and prints it)")
     p.add_argument("--allow-run", action="store_true", help="register verify_example (runs catalog examples only)")
     p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
 

@@ -7,4 +7,4 @@ Imports: `core` only. Knows nothing of torch, topics or the catalog's assembly.
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["markdown", "myst", "rst"]
+__all__ = ["markdown", "myst", "myst_tokens", "rst"]

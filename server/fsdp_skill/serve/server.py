@@ -8,7 +8,6 @@ imports) imports torch, so the server starts in the time the MCP SDK itself need
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,10 +19,12 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from fsdp_skill import __version__
-from fsdp_skill.core.errors import FsdpSkillError, UserError
+from fsdp_skill.core.errors import FsdpSkillError
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search.index import DocsIndex, open_index
+from fsdp_skill.serve.app import DocsServer
+from fsdp_skill.serve.http import listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
     ApiEntryResult,
@@ -64,7 +65,7 @@ def _answer(call: Callable[[], T]) -> T:
 def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None) -> MCPServer:
     root = (root or repo_root()).resolve()
     box = Toolbox(index or open_index(root), root)
-    server = MCPServer(
+    server = DocsServer(
         "pytorch-fsdp", title="PyTorch FSDP docs", version=__version__, log_level="WARNING",
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version),
     )
@@ -221,34 +222,33 @@ def _add_resources(server: MCPServer, root: Path) -> None:
 def _add_prompts(server: MCPServer, torch_version: str) -> None:
     @server.prompt(name="migrate-fsdp1-to-fsdp2", title="Migrate FSDP1 code to FSDP2",
                    description="Rewrite FullyShardedDataParallel code with fully_shard, argument by argument.")
-    def migrate(code: str = "") -> str:
+    def migrate(
+        code: Annotated[str, Field(description="The FSDP1 code to migrate: the FullyShardedDataParallel wrapping, "
+                                               "training step and checkpoint code. Omit it to be asked for it.")] = "",
+    ) -> str:
         return migrate_prompt(code, torch_version)
 
     @server.prompt(name="debug-distributed-hang", title="Debug a distributed hang",
                    description="A checklist to find why a torch.distributed job hangs or times out.")
-    def debug_hang(symptom: str = "", backend: str = "") -> str:
+    def debug_hang(
+        symptom: Annotated[str, Field(description="What the job does when it hangs: the call it stops in, how many "
+                                                  "ranks and nodes, any timeout message.")] = "",
+        backend: Annotated[str, Field(description="The process group backend: 'nccl' (GPUs) or 'gloo' (CPU).")] = "",
+    ) -> str:
         return hang_prompt(symptom, backend, torch_version)
-
-
-def _check_port_free(host: str, port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise UserError(f"--port must be between 1 and 65535, got {port}")
-    try:
-        with socket.create_server((host, port)):
-            pass
-    except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port") from None
 
 
 def cli_serve(args: argparse.Namespace) -> int:
     server = build_server(allow_run=args.allow_run)
     if args.http:
-        _check_port_free(args.host, args.port)
+        sock = listen(args.host, args.port)
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"fsdp-skill serve: warning: listening on {args.host}, not loopback; there is no authentication",
                   file=sys.stderr)
-        print(f"fsdp-skill serve: streamable HTTP on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
-        server.run("streamable-http", host=args.host, port=args.port)
+        port = sock.getsockname()[1]  # the one picked for --port 0
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+        serve_http(server, sock, args.host)
     else:
         if sys.stdin.isatty():
             # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.quoting import clip
 from fsdp_skill.core.vocabulary import NOT_VERIFIED
 from fsdp_skill.serve.results import VerificationStatus
 
@@ -79,7 +80,7 @@ def summarize(statuses: list[VerificationStatus]) -> str:
     for s in statuses:
         detail = f"{s.backend}, {s.world_size} rank{'s' if s.world_size != 1 else ''}"
         if s.status != "passed" and s.reason:
-            detail += f": {s.reason[:80]}"
+            detail += f": {clip(s.reason, 80)}"
         parts.append(f"{s.status} ({detail})")
     return "; ".join(parts)
 

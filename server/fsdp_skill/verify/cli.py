@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.atomic import unwritable_reason
 from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths and core.vocabulary
 from fsdp_skill.core.paths import repo_root, writable_root
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES
@@ -29,6 +30,7 @@ from .catalog_patterns import (
     select_patterns,
 )
 from .examples import ExampleSpec, examples_from_catalog, read_catalog, select
+from .plan import MAX_LOCAL_RANKS
 from .report import build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
@@ -48,6 +50,12 @@ def _options(args: argparse.Namespace) -> RunOptions:
         raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.world_size is not None and not 1 <= args.world_size <= 64:
         raise UserError(f"--world-size must be between 1 and 64, got {args.world_size}")
+    if args.world_size is not None and args.world_size > MAX_LOCAL_RANKS and not launched_by_torchrun():
+        raise UserError(
+            f"--world-size {args.world_size}: this runner starts at most {MAX_LOCAL_RANKS} processes on one machine; "
+            f"for more ranks launch it across nodes: torchrun --nnodes N --nproc-per-node M "
+            f"scripts/verify_examples.py --world-size {args.world_size}"
+        )
     return RunOptions(backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout))
 
 
@@ -184,7 +192,8 @@ def cli_verify(args: argparse.Namespace) -> int:
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
             )
-    except UserError as exc:  # a bad flag, or a catalog that is missing or not a catalog
+        _check_report_paths(args)
+    except UserError as exc:  # a bad flag or report path, or a catalog that is missing or not a catalog
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     import torch  # the runner's one dependency; imported only once the input is known to be good
@@ -223,14 +232,30 @@ def cli_verify(args: argparse.Namespace) -> int:
         print(summary_line(pattern_results, "patterns"))
     everything = results + pattern_results
     report = build_report(everything, torch_version)
-    if args.json_path:
-        write_atomic(Path(args.json_path), dumps_json(report))
-    if args.write_report:
-        refs = repo_root() / "references"
-        write_report(report, refs / "verification.json", refs / "verification.md", chosen.known,
-                     documented_sizes=options.world_size is None)
-        print(f"wrote {refs / 'verification.md'} and verification.json")
+    try:
+        if args.json_path:
+            write_atomic(Path(args.json_path), dumps_json(report))
+        if args.write_report:
+            refs = repo_root() / "references"
+            write_report(report, refs / "verification.json", refs / "verification.md", chosen.known,
+                         documented_sizes=options.world_size is None)
+            print(f"wrote {refs / 'verification.md'} and verification.json")
+    except OSError as exc:  # checked at the start, so only a disk filling up or a folder removed meanwhile
+        print(f"verify: error: cannot write the report {exc.filename or ''} ({exc.strerror}); "
+              "the results are printed above", file=sys.stderr)
+        return 2
     return 1 if any(r["status"] == "failed" for r in everything) else 0
+
+
+def _check_report_paths(args: argparse.Namespace) -> None:
+    """Fail before the run, not after it, when a report cannot be written where it was asked for."""
+    targets = [("--json", Path(args.json_path))] if args.json_path else []
+    if args.write_report:
+        targets.append(("--write-report", repo_root() / "references" / "verification.json"))
+    for flag, path in targets:
+        reason = unwritable_reason(path)
+        if reason:
+            raise UserError(f"{flag} {path}: {reason}")
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:

@@ -22,9 +22,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
 
 from fsdp_skill.core.errors import FsdpSkillError  # stdlib only
+from fsdp_skill.core.scratch import make_scratch_dir
 
 from .worker import worker_main
 
@@ -65,7 +67,8 @@ class RankPool:
         self.size = size
         self.backend = backend
         self.timeout_s = timeout_s
-        self.workdir = tempfile.mkdtemp(prefix=f"fsdp-verify-{backend}-{size}procs-")
+        # `fsdp-verify-<pid>-*` in the temp folder: a killed runner's is removed by the next pool.
+        self.workdir = str(make_scratch_dir(Path(tempfile.gettempdir()), "fsdp-verify-"))
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
         self.alive = False
