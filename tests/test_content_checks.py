@@ -138,7 +138,6 @@ def corrupt(root: Path, file: str, find: bytes, replacement: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def corrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, build.Output]:
-    pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("corrupted")
     for folder in ("assets", "upstream", "references"):
         shutil.copytree(ROOT / folder, root / folder)
@@ -147,6 +146,7 @@ def corrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, build.Out
     return root, build.build_references(root)
 
 
+@pytest.mark.torch  # the corrupted build reads torch docstrings
 def test_each_corrupted_page_is_a_warning_naming_its_file_and_the_output_has_no_damage(
     corrupted: tuple[Path, build.Output],
 ) -> None:
@@ -160,6 +160,7 @@ def test_each_corrupted_page_is_a_warning_naming_its_file_and_the_output_has_no_
             assert "\\```" not in text, name
 
 
+@pytest.mark.torch  # the corrupted build reads torch docstrings
 def test_regenerate_strict_on_a_corrupted_cache_exits_1_naming_the_files_and_leaves_references_unchanged(
     corrupted: tuple[Path, build.Output], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

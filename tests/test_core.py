@@ -81,3 +81,11 @@ def test_every_exception_class_the_package_defines_derives_from_the_one_root() -
     user_facing = ["verify.examples.CatalogReadError", "verify.patterns.PatternHeaderError", "search.query.QueryError",
                    "serve.tools.ToolInputError", "core.catalog.CatalogError", "search.index.IndexUnavailable"]
     assert all(issubclass(defined[f"fsdp_skill.{name}"], UserError) for name in user_facing)
+
+
+def test_tests_that_need_torch_say_so_with_the_marker_not_importorskip() -> None:
+    # The marker gives every such skip the same reason and lets `-m "not torch"` select the rest.
+    tests = Path(__file__).resolve().parent
+    needle = "importorskip(" + '"torch"'
+    offenders = [p.name for p in sorted(tests.rglob("*.py")) if needle in p.read_text(encoding="utf-8")]
+    assert offenders == [], f"use @pytest.mark.torch instead of pytest.{needle}) in {offenders}"
