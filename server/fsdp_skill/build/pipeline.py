@@ -8,9 +8,9 @@ tools keep in references/ (verification.md, ...) are never touched; generated fi
 produced and this one does not (a topic removed from the map) are deleted.
 
 Flow: declared pages (sources.py) → each page converted once (myst.py / rst.py, autodoc resolved
-against torch by autodoc.py) → cut into topics (assemble.py, map in assets/topics.toml) → header,
-TOC and sections (render.py) → API entries and examples (docstrings.py) → drift (drift.py) →
-catalog (catalog.py) → index (index.py).
+against torch by autodoc.py; build/pages.py) → cut into topics (assemble.py, map in assets/topics.toml)
+→ header, TOC and sections (render.py) → API entries and examples (api_render.py) → drift (drift.py)
+(build/collect.py) → catalog (catalog.py) → index (index.py).
 """
 
 from __future__ import annotations
@@ -22,40 +22,17 @@ import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fsdp_skill.apidoc import drift
-from fsdp_skill.apidoc.api_model import ApiDoc, MissingName
-from fsdp_skill.apidoc.api_render import to_api_entry, to_examples
-from fsdp_skill.apidoc.autodoc import AutodocRegistry, Documented
-from fsdp_skill.build.assemble import Chunk, ConvertedPage, assemble, sphinx_id, topic_body
-from fsdp_skill.build.lint import problems as lint_problems
-from fsdp_skill.build.page_checks import PageChecker
+from fsdp_skill.apidoc.api_model import MissingName
+from fsdp_skill.apidoc.autodoc import AutodocRegistry
+from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
+from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
-from fsdp_skill.build.render import (
-    SectionSpan,
-    SourceRow,
-    drop_empty_sections,
-    drop_quotes_matching,
-    render_reference,
-    split_sections,
-)
-from fsdp_skill.build.topics import TOPICS_FILE, Topic, TopicMap, load_topics
-from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
-from fsdp_skill.convert.rst import converter as rst
-from fsdp_skill.core.catalog import (
-    ApiEntry,
-    Catalog,
-    CatalogError,
-    Example,
-    Reference,
-    Section,
-    Source,
-    dump_catalog,
-    load_catalog,
-)
+from fsdp_skill.build.topics import load_topics
+from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
 from fsdp_skill.core.scratch import make_scratch_dir
@@ -76,13 +53,9 @@ __all__ = [
     "write_output",
 ]
 
-DRIFT_FILE = "api-drift.md"
 STAGING_PREFIX = ".regenerate-"
 CATALOG_FILE = "catalog.json"
 INDEX_FILE = "index.sqlite"
-RST_PAGE_ENTRY_LEVEL = 3  # heading level of API entries an .rst page's autodoc renders
-# Tutorial furniture: a note pointing at the page's own source on GitHub (the header names it).
-EDIT_ON_GITHUB_NOTE = re.compile(r"View and edit this tutorial in \[github\]")
 
 
 @dataclass
@@ -121,305 +94,62 @@ def _docs_ref(root: Path, pages: list[sources.DeclaredSource]) -> str:
     return "+".join(sorted(refs)) or "unknown"
 
 
-def _site_resolver(page: sources.DeclaredSource, page_url: str | None) -> Callable[[str], str] | None:
-    """Relative links and images of a page → absolute URLs on its rendered docs site."""
-    if page_url is None:
-        return None
-    site = (
-        page_url[: -len(f"{page.page}.html")]
-        if page_url.endswith(f"{page.page}.html")
-        else page_url.rsplit("/", 1)[0] + "/"
-    )
-    base = page_url.rsplit("/", 1)[0] + "/"
-
-    def resolve(uri: str) -> str:
-        if "://" in uri or uri.startswith(("#", "mailto:")):
-            return uri
-        if uri.startswith("/"):
-            return site.rstrip("/") + uri
-        from urllib.parse import urljoin
-
-        return urljoin(base, uri)
-
-    return resolve
 
 
 # --- the build ----------------------------------------------------------------------------------------
 
 
-class _Warnings:
-    """Collects 'file:line: message' warnings. (A page naming an object the installed torch lacks is
-    API drift, not a warning: the autodoc registry collects those as MissingName events.)"""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def __call__(self, origin: str, line: int, message: str) -> None:
-        self.lines.append(f"{origin}:{line}: {message}")
 
 
-def _convert_pages(
-    root: Path,
-    pages: list[sources.DeclaredSource],
-    used: set[str],
-    registry: AutodocRegistry,
-    torch_version: str,
-    warn: _Warnings,
-) -> dict[str, tuple[str, str | None]]:
-    """Source id -> (markdown with autodoc placeholders, rendered page URL), in declaration order."""
-    converted: dict[str, tuple[str, str | None]] = {}
-    for page in pages:
-        if page.id not in used:
-            continue
-        origin = f"upstream/{page.dir}/{page.path}"
-        checker = PageChecker(origin, warn)
-        text = checker.source(sources.read_cached_bytes(root, page)[0], page.format)
-        url = sources.docs_url(page, torch_version)
-        hook = registry.hook(origin=origin, source=page.id, page_url=url)
-        resolve = _site_resolver(page, url)
-        if page.format == "myst":
-            markdown = myst_to_markdown(text, origin=origin, warn=warn, autodoc=hook, resolve_uri=resolve)
-        else:
-            markdown = rst.rst_to_markdown(
-                text, origin=origin, warn=warn, autodoc=_fixed_level(hook, RST_PAGE_ENTRY_LEVEL), resolve_uri=resolve
-            )
-        markdown = checker.converted(markdown)
-        converted[page.id] = (drop_quotes_matching(markdown, EDIT_ON_GITHUB_NOTE), url)
-    return converted
 
 
-def _fixed_level(hook: PageAutodocHook, level: int) -> rst.AutodocHook:
-    def resolve(directive: str, argument: str, options: dict[str, str], line: int) -> str:
-        return hook(directive, argument, options, line, level)
-
-    return resolve
 
 
-def _toml_line(root: Path, name: str) -> int:
-    """The topics.toml line naming `name`, so a warning about an autodoc part points at it."""
-    try:
-        lines = (root / TOPICS_FILE).read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return 0
-    return next((number for number, line in enumerate(lines, 1) if f'"{name}"' in line), 0)
 
 
-def _autodoc_parts(
-    root: Path, topic_map: TopicMap, registry: AutodocRegistry, torch_version: str
-) -> dict[tuple[str, int], tuple[str, str | None]]:
-    parts: dict[tuple[str, int], tuple[str, str | None]] = {}
-    version = sources.docs_version(torch_version)
-    for topic in topic_map.topics:
-        for index, part in enumerate(topic.parts):
-            if part.autodoc is None:
-                continue
-            url = part.url.format(version=version) if part.url else None
-            hook = registry.hook(origin=TOPICS_FILE, source=None, page_url=url)
-            level = 3 if part.title else 2
-            markdown = "\n".join(
-                hook(part.autodoc, name, dict(part.options), _toml_line(root, name), level) for name in part.names
-            )
-            parts[(topic.name, index)] = (markdown, url)
-    return parts
 
 
-def _source_rows(chunks: list[Chunk], records: dict[str, Source]) -> list[SourceRow]:
-    rows: list[SourceRow] = []
-    for source_id in dict.fromkeys(c.source for c in chunks if c.source):
-        record = records[source_id]
-        url = f"https://github.com/{record.repo}/blob/{record.commit}/{record.path}" if record.commit else None
-        rows.append(SourceRow(record.repo, record.path, record.commit, record.licence, url))
-    return rows
 
 
-def _chunk_at(ranges: list[tuple[int, int, Chunk]], body_line: int) -> Chunk | None:
-    for start, end, chunk in ranges:
-        if start <= body_line < end:
-            return chunk
-    return None
 
 
-def _section_url(chunk: Chunk | None, anchor: str, title: str, is_api: bool, level: int) -> str | None:
-    if chunk is None or chunk.page_url is None:
-        return None
-    if is_api:
-        return f"{chunk.page_url}#{anchor}"
-    if level <= 2 and chunk.source is not None and chunk.markdown.lstrip().startswith(f"## {title}"):
-        return chunk.page_url  # a page's own title: the page itself
-    return f"{chunk.page_url}#{sphinx_id(title)}"
 
 
-def _upstream_anchor(doc: ApiDoc) -> str:
-    """Sphinx's id for an entry: the spelling the page documented it under (not ours); a module's
-    target is 'module-<name>'."""
-    return f"module-{doc.documented_name}" if doc.kind == "module" else doc.documented_name
 
 
-@dataclass
-class _Collected:
-    """The generated files and what they add to the catalog, in file order."""
-
-    files: dict[str, str] = field(default_factory=dict)
-    references: list[Reference] = field(default_factory=list)
-    sections: list[Section] = field(default_factory=list)
-    api: list[ApiEntry] = field(default_factory=list)
-    examples: list[Example] = field(default_factory=list)
-    placed: set[str] = field(default_factory=set)  # anchors already made API entries
-
-    def add_file(self, name: str, title: str, description: str, sources: list[str], text: str) -> None:
-        self.files[name] = text
-        self.references.append(
-            Reference(
-                name=name,
-                title=title,
-                description=description,
-                sources=sources,
-                lines=len(text.splitlines()),
-                tokens=len(text) // 4,
-            )
-        )
-
-    def add_section(self, reference: str, span: SectionSpan, source: str | None = None, url: str | None = None) -> None:
-        self.sections.append(
-            Section(
-                id=f"{reference}#{span.anchor}",
-                reference=reference,
-                anchor=span.anchor,
-                title=span.title,
-                level=span.level,
-                breadcrumb=list(span.breadcrumb),
-                markdown=span.markdown,
-                source=source,
-                line=span.line,
-                url=url,
-            )
-        )
-
-    def place_api_entry(self, documented: Documented, reference: str, anchor: str, url: str | None) -> None:
-        """The entry and its examples, once: the first section carrying the anchor is where it lives."""
-        if anchor in self.placed:
-            return
-        self.placed.add(anchor)
-        examples = to_examples(documented.doc, reference=reference, anchor=anchor, source=documented.source)
-        self.examples.extend(examples)
-        entry = to_api_entry(
-            documented.doc, reference=reference, anchor=anchor, url=url, example_ids=[e.id for e in examples]
-        )
-        self.api.append(entry)
 
 
-def _topic_chunks(
-    root: Path,
-    pages: list[sources.DeclaredSource],
-    topic_map: TopicMap,
-    registry: AutodocRegistry,
-    torch_version: str,
-    warn: _Warnings,
-) -> dict[str, list[Chunk]]:
-    """Every page converted and every autodoc part resolved, then cut into the topics' chunks."""
-    used = _used_sources(topic_map)
-    converted = _convert_pages(root, pages, used, registry, torch_version, warn)
-    autodoc_parts = _autodoc_parts(root, topic_map, registry, torch_version)
-    # Every directive is resolved now; render each object once, under its most public spelling.
-    pages_md = {
-        key: ConvertedPage(key, drop_empty_sections(registry.expand(markdown)), url)
-        for key, (markdown, url) in converted.items()
-    }
-    autodoc_parts = {key: (registry.expand(markdown), url) for key, (markdown, url) in autodoc_parts.items()}
-    return assemble(topic_map, pages_md, autodoc_parts)
 
 
-def _used_sources(topic_map: TopicMap) -> set[str]:
-    return {p.source for t in topic_map.topics for p in t.parts if p.source}
 
 
-def _add_topic(
-    out: _Collected,
-    topic: Topic,
-    chunks: list[Chunk],
-    records: dict[str, Source],
-    torch_version: str,
-    registry: AutodocRegistry,
-) -> None:
-    """One reference file: its text, its sections (with upstream URLs) and the API entries it holds."""
-    body, ranges = topic_body(chunks)
-    rendered = render_reference(topic.title, topic.description, _source_rows(chunks, records), torch_version, body)
-    name = topic.file_name
-    sources_used = list(dict.fromkeys(c.source for c in chunks if c.source))
-    out.add_file(name, topic.title.replace("`", ""), topic.description, sources_used, rendered.text)
-    for span in split_sections(rendered.text):
-        chunk = _chunk_at(ranges, span.line - 1 - rendered.body_start)
-        documented = registry.entries.get(span.anchor)
-        upstream_anchor = _upstream_anchor(documented.doc) if documented is not None else span.anchor
-        url = _section_url(chunk, upstream_anchor, span.title, documented is not None, span.level)
-        out.add_section(name, span, chunk.source if chunk else None, url)
-        if documented is not None:
-            out.place_api_entry(documented, name, span.anchor, url)
 
 
-def _upstream_names(registry: AutodocRegistry) -> set[str]:
-    """What upstream documents: entries from pages, and docstring-only parts that name an upstream page
-    (DDP's generated page); not the names this project adds itself. Drift compares torch with these."""
-    names: set[str] = set()
-    for documented in registry.entries.values():
-        if documented.page_url is not None:
-            names.add(documented.doc.qualified_name)
-            names.update(documented.doc.aliases)
-    return names
 
 
-def _add_drift(out: _Collected, registry: AutodocRegistry, torch_version: str, docs_ref: str) -> None:
-    drift_text = drift.build_drift(
-        _upstream_names(registry),
-        torch_version=torch_version,
-        ref=docs_ref,
-        missing=[(m.qualified_name, m.where) for m in registry.missing],
-    )
-    text = drift_text if drift_text.endswith("\n") else drift_text + "\n"
-    spans = split_sections(text)
-    description = (
-        f"Public names of torch {torch_version} in the covered modules that no page documents, "
-        "and documented names that are deprecated or missing."
-    )
-    out.add_file(DRIFT_FILE, spans[0].title if spans else "API drift", description, [], text)
-    for span in spans:
-        out.add_section(DRIFT_FILE, span)
 
 
-def _problems_and_coverage(files: dict[str, str], catalog: Catalog) -> tuple[list[str], str]:
-    """Lint problems of the markdown files, plus every public name that is neither an API entry nor an
-    api-drift.md row (each must be findable); and the coverage line saying how the names are accounted for."""
-    found = [problem for name, text in files.items() if name.endswith(".md") for problem in lint_problems(name, text)]
-    catalog_names = {name for entry in catalog.api for name in (entry.qualified_name, *entry.aliases)}
-    total, as_entries, drift_only, uncovered = drift.coverage(catalog_names, files[DRIFT_FILE])
-    found.extend(f"{DRIFT_FILE}: public name {name} is neither an API entry nor listed with a reason"
-                 for name in uncovered)
-    covered = (
-        f"{total} public names: {as_entries} API entries + {drift_only} only in {DRIFT_FILE}, "
-        f"{len(uncovered)} uncovered"
-    )
-    return found, covered
 
 
 def build_references(root: Path | None = None, *, ref: str | None = None) -> Output:
     """Build every generated file in memory (nothing is written)."""
     root = root or repo_root()
     torch_version = torch_release()
-    warn = _Warnings()
+    warn = Warnings()
     pages = sources.load_pages(root)
     topic_map = load_topics(pages, root)
     registry = AutodocRegistry(warn)
-    topics_chunks = _topic_chunks(root, pages, topic_map, registry, torch_version, warn)
-    used = _used_sources(topic_map)
+    topics_chunks = topic_chunks(root, pages, topic_map, registry, torch_version, warn)
+    used = used_sources(topic_map)
     records = {page.id: sources.source_record(root, page) for page in pages if page.id in used}
 
-    out = _Collected()
+    out = Collected()
     for topic in topic_map.topics:
-        _add_topic(out, topic, topics_chunks[topic.name], records, torch_version, registry)
+        add_topic(out, topic, topics_chunks[topic.name], records, torch_version, registry)
     for missing in sorted(set(registry.entries) - out.placed):
         warn("assets/topics.toml", 0, f"{missing} was documented but landed in no reference file")
     docs_ref = ref or _docs_ref(root, pages)
-    _add_drift(out, registry, torch_version, docs_ref)
+    add_drift(out, registry, torch_version, docs_ref)
 
     catalog = Catalog(
         torch_version=torch_version,
@@ -432,7 +162,7 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         patterns=list(load_patterns(root)),
     )
     out.files[CATALOG_FILE] = dump_catalog(catalog)
-    problems, covered = _problems_and_coverage(out.files, catalog)
+    problems, covered = problems_and_coverage(out.files, catalog)
     return Output(
         files=out.files,
         catalog=catalog,
