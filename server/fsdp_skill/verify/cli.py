@@ -209,6 +209,16 @@ def cli_verify(args: argparse.Namespace) -> int:
     if results is None:
         return 0
     pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
+    _print_outcome(results, pattern_results, chosen, options, torch_version, launched)
+    everything = results + pattern_results
+    if not _write_reports(args, build_report(everything, torch_version), chosen, options):
+        return 2
+    return 1 if any(r["status"] == "failed" for r in everything) else 0
+
+
+def _print_outcome(results: list[Result], pattern_results: list[Result], chosen: _Selection, options: RunOptions,
+                   torch_version: str, launched: bool) -> None:
+    """The tables, each failure's details, notes on the catalog and the run, and the summary lines."""
     if results:
         print_table(results)
     if pattern_results:
@@ -230,8 +240,10 @@ def cli_verify(args: argparse.Namespace) -> int:
         print(summary_line(results, "examples"))
     if pattern_results:
         print(summary_line(pattern_results, "patterns"))
-    everything = results + pattern_results
-    report = build_report(everything, torch_version)
+
+
+def _write_reports(args: argparse.Namespace, report: dict[str, Any], chosen: _Selection, options: RunOptions) -> bool:
+    """--json and --write-report; False (with one line on stderr) when a report cannot be written."""
     try:
         if args.json_path:
             write_atomic(Path(args.json_path), dumps_json(report))
@@ -243,8 +255,8 @@ def cli_verify(args: argparse.Namespace) -> int:
     except OSError as exc:  # checked at the start, so only a disk filling up or a folder removed meanwhile
         print(f"verify: error: cannot write the report {exc.filename or ''} ({exc.strerror}); "
               "the results are printed above", file=sys.stderr)
-        return 2
-    return 1 if any(r["status"] == "failed" for r in everything) else 0
+        return False
+    return True
 
 
 def _check_report_paths(args: argparse.Namespace) -> None:
