@@ -36,7 +36,8 @@ if importlib.util.find_spec("torch") is None:
     sys.exit("verify_examples.py: error: torch is not installed; `pip install torch` (CPU build is enough for gloo)")
 if importlib.util.find_spec("numpy") is None:
     print("verify_examples.py: note: numpy is not installed, so the object-collective examples "
-          "(all_gather_object, broadcast_object_list, ...) are skipped; `pip install numpy` to run them", file=sys.stderr)
+          "(all_gather_object, broadcast_object_list, ...) are skipped; `pip install numpy` to run them",
+          file=sys.stderr)
 
 from fsdp_skill.verify.cli import main  # noqa: E402 - needs the sys.path entry above
 

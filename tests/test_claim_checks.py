@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.verify.claims import check_files, read_check, run_check
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.cli.validate import validate
 from fsdp_skill.cli.validate_claims import pitfall_items
 from fsdp_skill.verify.claims import (
@@ -56,7 +57,12 @@ description: Explains a tiny thing. Use when testing the validator.
 def test_a_check_header_parses_with_its_claim_section_and_world_size(tmp_path: Path) -> None:
     check = parse_check(tmp_path / "tiny.py", CHECK)
     assert (check.name, check.claim, check.backs, check.world_size, check.requires) == (
-        "tiny-claim", "One plus one is two.", "pitfalls", 1, ())
+        "tiny-claim",
+        "One plus one is two.",
+        "pitfalls",
+        1,
+        (),
+    )
     assert check.id == "claim:tiny-claim"
 
 
@@ -69,7 +75,9 @@ def test_a_check_header_parses_with_its_claim_section_and_world_size(tmp_path: P
         (("world_size: 1", "world_size: 1\nrequires: cuda\nrests_on: somewhere"), "is not 'torch/FILE.py:LINE"),
     ],
 )
-def test_a_malformed_check_header_is_refused_naming_the_problem(tmp_path: Path, edit: tuple[str, str], message: str) -> None:
+def test_a_malformed_check_header_is_refused_naming_the_problem(
+    tmp_path: Path, edit: tuple[str, str], message: str
+) -> None:
     with pytest.raises(PatternHeaderError, match=message):
         parse_check(tmp_path / "tiny.py", CHECK.replace(*edit))
 
@@ -85,7 +93,10 @@ def test_every_gpu_check_rests_on_a_line_that_the_installed_torch_really_has() -
     gpu = [c for c in load_checks(ROOT) if "cuda" in c.requires]
     assert gpu, "no GPU-only check: pitfalls 4 and 14 need one"
     for check in gpu:
-        assert check.rests_on and rests_on_problem(check.rests_on) is None, (check.name, rests_on_problem(check.rests_on or ""))
+        assert check.rests_on and rests_on_problem(check.rests_on) is None, (
+            check.name,
+            rests_on_problem(check.rests_on or ""),
+        )
     assert "does not contain" in (rests_on_problem("torch/distributed/distributed_c10d.py:1 `no such text`") or "")
 
 
@@ -93,8 +104,15 @@ def test_a_cuda_check_without_gpus_is_skipped_naming_the_torch_line(tmp_path: Pa
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the check would run")
-    check = ClaimCheck(path=tmp_path / "x.py", name="x", claim="c", backs="pitfalls", world_size=2, requires=("cuda",),
-                       rests_on="torch/distributed/distributed_c10d.py:5419 `only implemented for GLOO backend`")
+    check = ClaimCheck(
+        path=tmp_path / "x.py",
+        name="x",
+        claim="c",
+        backs="pitfalls",
+        world_size=2,
+        requires=("cuda",),
+        rests_on="torch/distributed/distributed_c10d.py:5419 `only implemented for GLOO backend`",
+    )
     row = run_check(check)
     assert row["status"] == "skipped" and "rests on torch/distributed/distributed_c10d.py:5419" in row["reason"]
     stale = ClaimCheck(**{**check.__dict__, "rests_on": "torch/distributed/distributed_c10d.py:1 `gone`"})
@@ -104,8 +122,7 @@ def test_a_cuda_check_without_gpus_is_skipped_naming_the_torch_line(tmp_path: Pa
 def test_pitfall_items_are_the_top_level_items_of_the_pitfalls_list() -> None:
     body = SKILL.split("---\n", 2)[2]
     items = pitfall_items(body)
-    assert [(n, targets) for n, _, targets in items] == [
-        (1, ["assets/checks/tiny.py"]), (2, ["assets/checks/tiny.py"])]
+    assert [(n, targets) for n, _, targets in items] == [(1, ["assets/checks/tiny.py"]), (2, ["assets/checks/tiny.py"])]
 
 
 def _skill(tmp_path: Path, text: str) -> Path:
@@ -116,10 +133,15 @@ def _skill(tmp_path: Path, text: str) -> Path:
 
 
 def test_validate_fails_on_a_pitfall_without_a_check_link_and_names_it(tmp_path: Path) -> None:
-    root = _skill(tmp_path, SKILL.replace("   - a nested bullet with a [link](assets/checks/tiny.py) still belongs to pitfall 2\n", ""))
+    root = _skill(
+        tmp_path,
+        SKILL.replace("   - a nested bullet with a [link](assets/checks/tiny.py) still belongs to pitfall 2\n", ""),
+    )
     problems = [str(p) for p in validate(root).problems]
-    expected = ("SKILL.md:11: pitfall 2 links no check: add a script to assets/checks/ that demonstrates it "
-                "and link it, e.g. ([check](assets/checks/NAME.py))")
+    expected = (
+        "SKILL.md:11: pitfall 2 links no check: add a script to assets/checks/ that demonstrates it "
+        "and link it, e.g. ([check](assets/checks/NAME.py))"
+    )
     assert problems == [expected]
 
 
@@ -169,7 +191,9 @@ def fake_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.timeout(240)
-def test_only_claims_prints_one_row_per_check_and_writes_claim_rows(fake_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_only_claims_prints_one_row_per_check_and_writes_claim_rows(
+    fake_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = fake_repo / "out.json"
     assert main(["--only-claims", "--json", str(out), "--write-report"]) == 1  # wrong-claim fails
     rows = {r["name"]: r for r in json.loads(out.read_text())["results"]}
@@ -201,9 +225,24 @@ def test_claim_selection_mistakes_are_one_line_errors(
 
 def test_the_report_puts_claim_rows_in_their_own_table() -> None:
     rows = [
-        {"name": "a#1", "backend": "gloo", "world_size": 2, "status": "passed", "reason": None, "seconds": 0.1, "warnings": []},
-        {"name": "claim:x", "backend": "nccl", "world_size": 2, "status": "skipped", "reason": "needs 2 CUDA GPU(s)",
-         "seconds": 0.0, "warnings": []},
+        {
+            "name": "a#1",
+            "backend": "gloo",
+            "world_size": 2,
+            "status": "passed",
+            "reason": None,
+            "seconds": 0.1,
+            "warnings": [],
+        },
+        {
+            "name": "claim:x",
+            "backend": "nccl",
+            "world_size": 2,
+            "status": "skipped",
+            "reason": "needs 2 CUDA GPU(s)",
+            "seconds": 0.0,
+            "warnings": [],
+        },
     ]
     md = render_markdown(build_report(rows, "2.13.0"))
     assert "Summary of the examples: 1 passed" in md

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.build.what_changed import (
     END,
     START,
@@ -25,7 +26,7 @@ SKILL = (ROOT / "SKILL.md").read_text(encoding="utf-8")
 
 
 def _block(text: str) -> str:
-    return text[text.index(START): text.index(END) + len(END)]
+    return text[text.index(START) : text.index(END) + len(END)]
 
 
 def test_the_skill_md_block_is_what_regenerate_makes_from_the_committed_api_drift() -> None:
@@ -35,10 +36,12 @@ def test_the_skill_md_block_is_what_regenerate_makes_from_the_committed_api_drif
 
 def test_every_deprecated_name_of_api_drift_is_on_the_first_screen_with_its_replacement() -> None:
     rows = re.findall(r"^\| `(torch\.[\w.]+)` \| `?([\w.]*)`? \|", DRIFT.split("## Deprecated in", 1)[1], re.MULTILINE)
-    assert len(rows) >= 10 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
+    assert (
+        len(rows) >= 10 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
+    )
     block = _block(SKILL)
     for name, replacement in rows:
-        short = "dist." + name[len("torch.distributed."):]
+        short = "dist." + name[len("torch.distributed.") :]
         assert f"`{short}`" in block, name
         if replacement:
             assert f"`{short}` → `{replacement.replace('torch.distributed.', 'dist.')}`" in block, name
@@ -65,12 +68,15 @@ SMALL_DRIFT = """# API drift
 |---|---|---|
 | `torch.distributed.old_op` | `torch.distributed.new_op` | use new_op |
 | `torch.distributed.gone` |  | going |
-"""
+"""  # noqa: E501 (verbatim api-drift.md rows)
 
 
 def test_render_lists_replacements_bare_deprecations_and_documented_new_names_only() -> None:
     block = render_block(SMALL_DRIFT, Catalog(torch_version="2.13.0", ref="v2.13.0"))
-    assert deprecated(SMALL_DRIFT) == [("torch.distributed.old_op", "torch.distributed.new_op"), ("torch.distributed.gone", "")]
+    assert deprecated(SMALL_DRIFT) == [
+        ("torch.distributed.old_op", "torch.distributed.new_op"),
+        ("torch.distributed.gone", ""),
+    ]
     assert "- `dist.old_op` → `dist.new_op`" in block and "- no named replacement: `dist.gone`" in block
     assert "`dist.fsdp`: `NewThing`" in block and "Logger" not in block  # no docstring, not in a listed module
 

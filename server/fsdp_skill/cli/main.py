@@ -13,7 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.errors import FsdpSkillError, UserError
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
 def _add_fetch(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +37,9 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_regenerate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache")
+    p = sub.add_parser(
+        "regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache"
+    )
     p.add_argument("--strict", action="store_true", help="fail on any warning (unknown directive, bad docstring)")
     p.add_argument("--check", action="store_true", help="build in a temp dir and report differences; change nothing")
     p.add_argument("--ref", help="upstream ref recorded in the output (default: the cache manifest's)")
@@ -47,7 +50,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="search the docs index")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5)
-    p.add_argument("--kind", choices=["section", "api", "example", "pattern"])
+    p.add_argument("--kind", choices=DOCUMENT_KINDS)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler="fsdp_skill.cli.search:cli_search")
 
@@ -148,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler = getattr(importlib.import_module(module_name), func_name)
         return int(handler(args) or 0)
-    except UserError as exc:
+    except FsdpSkillError as exc:
         print(f"fsdp-skill {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -41,7 +41,13 @@ def read_checks(root: Path) -> tuple[dict[Path, ClaimCheck], list[tuple[str, int
             problems.append((_relative(path, root), exc.line, exc.message))
             continue
         if check.name in names:
-            problems.append((_relative(path, root), 2, f"check name {check.name!r} is already used by {_relative(names[check.name], root)}"))
+            problems.append(
+                (
+                    _relative(path, root),
+                    2,
+                    f"check name {check.name!r} is already used by {_relative(names[check.name], root)}",
+                )
+            )
             continue
         names[check.name] = path
         checks[path.resolve()] = check
@@ -77,7 +83,11 @@ def pitfall_items(body: str) -> list[tuple[int, int, list[str]]]:
 
 
 def _hrefs(token: Token) -> list[str]:
-    return [str(child.attrGet("href")) for child in token.children or [] if child.type == "link_open" and child.attrGet("href")]
+    return [
+        str(child.attrGet("href"))
+        for child in token.children or []
+        if child.type == "link_open" and child.attrGet("href")
+    ]
 
 
 def check_pitfall_links(body: str, offset: int, root: Path) -> tuple[list[tuple[str, int, str]], int]:
@@ -94,7 +104,9 @@ def check_pitfall_links(body: str, offset: int, root: Path) -> tuple[list[tuple[
             if path.parent == folder and path in checks:
                 linked.append(checks[path])
         if not linked:
-            message = (f"pitfall {number} links no check: add a script to assets/checks/ that demonstrates it "
-                       "and link it, e.g. ([check](assets/checks/NAME.py))")
+            message = (
+                f"pitfall {number} links no check: add a script to assets/checks/ that demonstrates it "
+                "and link it, e.g. ([check](assets/checks/NAME.py))"
+            )
             problems.append((SKILL_FILE, offset + line, message))
     return problems, len(check_files(checks_dir(root)))

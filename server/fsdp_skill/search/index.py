@@ -27,13 +27,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from urllib.parse import quote
-
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, repo_root
 from fsdp_skill.core.scratch import make_scratch_file
+from fsdp_skill.core.vocabulary import DocumentKind
 from fsdp_skill.search.query import SYMBOL_ALIASES, identifier_parts
 from fsdp_skill.search.snippets import Block
 
@@ -202,7 +202,7 @@ def index_content_digest(path: Path) -> str:
 @dataclass(frozen=True)
 class DocRow:
     rowid: int
-    kind: str
+    kind: DocumentKind
     id: str
     title: str
     symbol: str | None

@@ -10,25 +10,40 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
-from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
+from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
+from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
-from fsdp_skill.serve.results import (
-    ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
-    PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
-)
-from fsdp_skill.search.ranking import KINDS, search
+from fsdp_skill.search.ranking import search
 from fsdp_skill.search.snippets import open_fence_at
-from fsdp_skill.serve.results import VerificationStatus
-from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
+from fsdp_skill.serve.results import (
+    ApiEntryResult,
+    DoctestStepResult,
+    ExampleBrief,
+    ExampleDetail,
+    ExampleInfo,
+    ExampleList,
+    PatternDetail,
+    PatternInfo,
+    PatternList,
+    ReferenceInfo,
+    ReferenceList,
+    ReferencePage,
+    SearchResponse,
+    SearchResult,
+    VerificationStatus,
+    VerifyResult,
+)
+from fsdp_skill.serve.verification import VerificationReport, run_verification, summarize
+
+__all__ = ["ToolInputError", "Toolbox"]
 
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
 MAX_WORLD_SIZE = 8
 # list_examples pages: the full listing runs to thousands of tokens, more than a model needs at once.
 EXAMPLE_PAGE, MAX_EXAMPLE_PAGE = 25, 200
-EXAMPLE_STATUSES = ("passed", "failed", "skipped", "doc-bug", NOT_VERIFIED)
 MAX_VERIFY_TIMEOUT = 600.0
 
 
@@ -55,8 +70,10 @@ class Toolbox:
     def search_docs(self, query: str, limit: int = 5, kind: str | None = None) -> SearchResponse:
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolInputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}: pass e.g. limit=5")
-        if kind is not None and kind not in KINDS:
-            raise ToolInputError(f"unknown kind {quote(kind)}: pass one of {', '.join(KINDS)}, or omit it to search all")
+        if kind is not None and kind not in DOCUMENT_KINDS:
+            raise ToolInputError(
+                f"unknown kind {quote(kind)}: pass one of {', '.join(DOCUMENT_KINDS)}, or omit it to search all"
+            )
         try:
             hits = search(self.index, query, limit=limit, kind=kind)
         except QueryError as exc:
@@ -139,7 +156,9 @@ class Toolbox:
             raise ToolInputError(f"unknown reference {quote(name)}: pass one of: {listing}")
         path = (self.references_dir / candidate).resolve()
         if not path.is_relative_to(self.references_dir.resolve()) or not path.is_file():
-            raise ToolInputError(f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}")
+            raise ToolInputError(
+                f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}"
+            )
         return path
 
     def _section_text(self, reference: str, text: str, section: str) -> tuple[str, str]:
@@ -152,8 +171,10 @@ class Toolbox:
         if position is None:
             close = _closest(wanted, [a["anchor"] for a in anchors], n=6)
             hint = f" Closest anchors: {', '.join(close)}." if close else ""
-            raise ToolInputError(f"no section {quote(section)} in {reference}.{hint} Call read_reference({reference!r}) "
-                                 "without section to read its table of contents.")
+            raise ToolInputError(
+                f"no section {quote(section)} in {reference}.{hint} Call read_reference({reference!r}) "
+                "without section to read its table of contents."
+            )
         here = anchors[position]
         following = [a for a in anchors[position + 1 :] if a["level"] <= here["level"]]
         lines = text.splitlines(keepends=True)
@@ -205,11 +226,15 @@ class Toolbox:
     def list_examples(self, symbol: str | None = None, status: str | None = None, start_index: int = 0,
                       limit: int = EXAMPLE_PAGE) -> ExampleList:
         if not 1 <= limit <= MAX_EXAMPLE_PAGE:
-            raise ToolInputError(f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}")
+            raise ToolInputError(
+                f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}"
+            )
         if start_index < 0:
             raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
-        if status is not None and status not in EXAMPLE_STATUSES:
-            raise ToolInputError(f"unknown status {quote(status)}: pass one of {', '.join(EXAMPLE_STATUSES)}, or omit it")
+        if status is not None and status not in STATUS_FILTERS:
+            raise ToolInputError(
+                f"unknown status {quote(status)}: pass one of {', '.join(STATUS_FILTERS)}, or omit it"
+            )
         payloads = self.index.payloads("example")
         if symbol and symbol.strip():
             needle = resolve_prefix(symbol.strip()).lower()
@@ -219,15 +244,21 @@ class Toolbox:
             rows = [(p, statuses) for p, statuses in rows if status in _status_words(statuses)]
         total = len(rows)
         if start_index and start_index >= total:
-            raise ToolInputError(f"start_index {start_index} is past the end ({total} examples match): start below {total}")
+            raise ToolInputError(
+                f"start_index {start_index} is past the end ({total} examples match): start below {total}"
+            )
         page = rows[start_index : start_index + limit]
         end = start_index + len(page)
         infos = [ExampleInfo(id=p["id"], status="/".join(_status_words(statuses)), line=_example_line(p, statuses))
                  for p, statuses in page]
-        filters = "".join(f", {name}={quote(value)}" for name, value in (("symbol", symbol), ("status", status)) if value)
+        filters = "".join(
+            f", {name}={quote(value)}" for name, value in (("symbol", symbol), ("status", status)) if value
+        )
         if end < total:
-            note = (f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
-                    "get_example(id) gives the code and verification details.]")
+            note = (
+                f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
+                "get_example(id) gives the code and verification details.]"
+            )
         elif total:
             note = f"[examples {start_index + 1}-{end} of {total}: the last page. get_example(id) gives the code.]"
         else:
@@ -276,7 +307,9 @@ class Toolbox:
                                  "fsdp2_training.py works too)")
         path = (self.root / pattern["file"]).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
-            raise ToolInputError(f"pattern {quote(name)} is in the catalog but {pattern['file']} is missing from this checkout")
+            raise ToolInputError(
+                f"pattern {quote(name)} is in the catalog but {pattern['file']} is missing from this checkout"
+            )
         # The runner names pattern rows `pattern:<name>` (fsdp_skill.verify.catalog_patterns.PATTERN_PREFIX).
         statuses = self.report.statuses("pattern:" + pattern["name"])
         return PatternDetail(**pattern, source=path.read_text(encoding="utf-8"), status=summarize(statuses),

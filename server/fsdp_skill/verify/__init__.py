@@ -39,4 +39,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select"]
+# The public face: the runner's entry points and specs above, and the modules the CLI, the benchmarks and
+# the build use (tests/test_layers.py holds other stages to it).
+__all__ = [
+    "ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select",
+    "args", "cli", "examples", "patterns", "plan", "pool", "report", "runner",
+]

@@ -78,16 +78,29 @@ def parse_check(path: Path, text: str) -> ClaimCheck:
     if not NAME_RE.match(name):
         raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
     if values["backs"] not in SECTIONS:
-        raise PatternHeaderError(path, key_lines["backs"], f"backs {values['backs']!r} is not a SKILL.md section (one of: {', '.join(SECTIONS)})")
+        raise PatternHeaderError(
+            path,
+            key_lines["backs"],
+            f"backs {values['backs']!r} is not a SKILL.md section (one of: {', '.join(SECTIONS)})",
+        )
     requires = parse_requires(path, values, key_lines)
     rests_on = values.get("rests_on") or None
     if "cuda" in requires and not rests_on:
-        raise PatternHeaderError(path, header_end, "a cuda check needs 'rests_on: torch/FILE.py:LINE `quoted text`' for the CPU skip")
+        raise PatternHeaderError(
+            path, header_end, "a cuda check needs 'rests_on: torch/FILE.py:LINE `quoted text`' for the CPU skip"
+        )
     if rests_on and not _RESTS_ON_RE.match(rests_on):
-        raise PatternHeaderError(path, key_lines["rests_on"], f"rests_on {rests_on!r} is not 'torch/FILE.py:LINE `quoted text`'")
+        raise PatternHeaderError(
+            path, key_lines["rests_on"], f"rests_on {rests_on!r} is not 'torch/FILE.py:LINE `quoted text`'"
+        )
     return ClaimCheck(
-        path=path, name=name, claim=values["claim"], backs=values["backs"],
-        world_size=parse_world_size(path, values, key_lines), requires=requires, rests_on=rests_on,
+        path=path,
+        name=name,
+        claim=values["claim"],
+        backs=values["backs"],
+        world_size=parse_world_size(path, values, key_lines),
+        requires=requires,
+        rests_on=rests_on,
     )
 
 
@@ -143,7 +156,9 @@ def rests_on_problem(rests_on: str) -> str | None:
     return None
 
 
-def select_checks(checks: list[ClaimCheck], ids: list[str] | None = None, pattern: str | None = None) -> list[ClaimCheck]:
+def select_checks(
+    checks: list[ClaimCheck], ids: list[str] | None = None, pattern: str | None = None
+) -> list[ClaimCheck]:
     """Exact `claim:<name>` ids (other ids are examples' or patterns'), then a substring of the id."""
     chosen = checks
     if ids:
@@ -165,8 +180,15 @@ def _gpu_count() -> int:
 
 
 def _row(check: ClaimCheck, backend: str, status: str, reason: str | None, seconds: float) -> Result:
-    return {"name": check.id, "backend": backend, "world_size": check.world_size, "status": status,
-            "reason": reason or None, "seconds": round(float(seconds), 3), "warnings": []}
+    return {
+        "name": check.id,
+        "backend": backend,
+        "world_size": check.world_size,
+        "status": status,
+        "reason": reason or None,
+        "seconds": round(float(seconds), 3),
+        "warnings": [],
+    }
 
 
 def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S) -> Result:
@@ -178,9 +200,13 @@ def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S) -> Resu
             stale = rests_on_problem(check.rests_on or "")
             if stale:  # the torch line the skip leans on moved: that is a failure, not a skip
                 return _row(check, "nccl", "failed", f"rests_on is stale: {stale}", 0.0)
-            return _row(check, "nccl", "skipped",
-                        f"needs {check.world_size} CUDA GPU(s) and nccl, this machine has {gpus}; "
-                        f"rests on {check.rests_on}", 0.0)
+            return _row(
+                check,
+                "nccl",
+                "skipped",
+                f"needs {check.world_size} CUDA GPU(s) and nccl, this machine has {gpus}; rests on {check.rests_on}",
+                0.0,
+            )
         backend = "nccl"
     else:
         backend = "gloo"
@@ -191,7 +217,9 @@ def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S) -> Resu
     return row
 
 
-def run_checks(checks: list[ClaimCheck], timeout_s: float, progress: Callable[[Result], None] | None = None) -> list[Result]:
+def run_checks(
+    checks: list[ClaimCheck], timeout_s: float, progress: Callable[[Result], None] | None = None
+) -> list[Result]:
     results: list[Result] = []
     for check in checks:
         results.append(run_check(check, timeout_s))
@@ -219,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             continue
         row = run_check(check, args.timeout)
-        print(f"{row['status'].upper():8} {check.name:34} ws={check.world_size} {row['seconds']:6.1f}s  {row['reason'] or ''}")
+        print(
+            f"{row['status'].upper():8} {check.name:34} ws={check.world_size} {row['seconds']:6.1f}s  "
+            f"{row['reason'] or ''}"
+        )
         failed += row["status"] == "failed"
     return 1 if failed else 0
 
