@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CHECKS = check_files(ROOT / "assets" / "checks")
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("path", CHECKS, ids=lambda p: p.stem)
 def test_each_claim_check_holds_on_this_torch(path: Path) -> None:
-    pytest.importorskip("torch")
     row = run_check(read_check(path), timeout_s=240)
     if row["status"] == "skipped":
         assert "rests on torch/" in row["reason"], row["reason"]

@@ -88,8 +88,8 @@ def test_every_check_in_the_repository_has_a_valid_header_and_a_unique_name() ->
     assert {c.backs for c in checks} >= {"pitfalls", "decide-first", "core-recipe", "migration-map"}
 
 
+@pytest.mark.torch
 def test_every_gpu_check_rests_on_a_line_that_the_installed_torch_really_has() -> None:
-    pytest.importorskip("torch")
     gpu = [c for c in load_checks(ROOT) if "cuda" in c.requires]
     assert gpu, "no GPU-only check: pitfalls 4 and 14 need one"
     for check in gpu:
@@ -100,8 +100,10 @@ def test_every_gpu_check_rests_on_a_line_that_the_installed_torch_really_has() -
     assert "does not contain" in (rests_on_problem("torch/distributed/distributed_c10d.py:1 `no such text`") or "")
 
 
+@pytest.mark.torch
 def test_a_cuda_check_without_gpus_is_skipped_naming_the_torch_line(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
+
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the check would run")
     check = ClaimCheck(

@@ -43,5 +43,5 @@ def __getattr__(name: str) -> Any:
 # the build use (tests/test_layers.py holds other stages to it).
 __all__ = [
     "ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select",
-    "args", "cli", "examples", "patterns", "plan", "pool", "report", "runner",
+    "args", "claims", "cli", "examples", "patterns", "plan", "pool", "report", "runner",
 ]
