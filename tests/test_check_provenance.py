@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.build import pipeline as build
 from fsdp_skill.core.catalog import Catalog, Reference, Source, dump_catalog
 from test_build import no_index
@@ -42,8 +43,11 @@ def test_check_after_a_provenance_only_change_says_so_with_a_short_diff(
     assert "provenance: references/a.md" in out and "provenance: references/catalog.json" in out
     assert "differs:" not in out
     assert "3 files differ only in provenance (the upstream ref, commit or URL the cache records" in out
-    assert f"-| pytorch/pytorch | [`docs/source/fsdp.md`](https://raw.githubusercontent.com/pytorch/pytorch/{OLD_COMMIT}" \
-        in out and "--- references/a.md" in out
+    assert (
+        f"-| pytorch/pytorch | [`docs/source/fsdp.md`](https://raw.githubusercontent.com/pytorch/pytorch/{OLD_COMMIT}"
+        in out
+        and "--- references/a.md" in out
+    )
     assert len(out.splitlines()) < 30
 
 

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.apidoc.docstrings import markdown_fences_as_code_blocks
 from fsdp_skill.build import pipeline as build
 from fsdp_skill.build.markdown_checks import artefacts
@@ -52,7 +53,9 @@ def test_an_unclosed_colon_directive_is_reported_and_ends_before_the_next_headin
     assert repaired == "# T\n\n:::{note}\nA note.\n:::\n\n## Next\n\nText.\n"
 
 
-@pytest.mark.parametrize("body", ["", "x = 1\n", "   :linenos:\n\nx = 1\n"], ids=["empty", "unindented", "options-only"])
+@pytest.mark.parametrize(
+    "body", ["", "x = 1\n", "   :linenos:\n\nx = 1\n"], ids=["empty", "unindented", "options-only"]
+)
 def test_a_code_block_directive_with_nothing_indented_under_it_is_reported(body: str) -> None:
     _, warnings = check(f"Title\n=====\n\n.. code-block:: python\n\n{body}\nText.\n", "rst")
     assert warnings == [(4, "'.. code-block:: python' has no indented code under it: an empty code block")]
@@ -80,13 +83,18 @@ def test_code_blocks_the_conversion_left_empty_are_dropped_and_reported_once() -
 
 
 def test_the_output_checks_flag_empty_blocks_control_characters_and_literal_fences_in_prose() -> None:
-    found = {problem for _, problem, _ in artefacts("# T\n\n```python\n```\n\nA \x1b[0m b.\n\nSee\n\\```python x = 1\n")}
+    found = {
+        problem for _, problem, _ in artefacts("# T\n\n```python\n```\n\nA \x1b[0m b.\n\nSee\n\\```python x = 1\n")
+    }
     assert found == {"empty code block", "control character", "literal code fence in prose"}
 
 
 def test_markdown_fences_in_a_torch_docstring_become_code_blocks_instead_of_flattened_prose() -> None:
     rst = "Set the policy.\n```python\nopts = Options()\n```\nThen run."
-    assert markdown_fences_as_code_blocks(rst) == "Set the policy.\n\n.. code-block:: python\n\n   opts = Options()\n\nThen run."
+    assert (
+        markdown_fences_as_code_blocks(rst)
+        == "Set the policy.\n\n.. code-block:: python\n\n   opts = Options()\n\nThen run."
+    )
 
 
 # --- regenerate on a corrupted cache (the real pipeline) ----------------------------------------------
@@ -98,9 +106,15 @@ BLOCK_END = b"  :members:\n```\n\n```{eval-rst}\n.. autoclass:: torch.distribute
 CORRUPTIONS = {
     # the first autoclass block's closing line goes missing
     f"{PAGES}/fsdp.md": (BLOCK_END, BLOCK_END.replace(b"```\n\n```", b"\n```", 1)),
-    f"{PAGES}/distributed.fsdp.fully_shard.md": (b"The frontend API is", b"Some \x07text\x1b[31m red.\n\nThe frontend API is"),
+    f"{PAGES}/distributed.fsdp.fully_shard.md": (
+        b"The frontend API is",
+        b"Some \x07text\x1b[31m red.\n\nThe frontend API is",
+    ),
     f"{PAGES}/distributed.algorithms.join.md": (b"# Generic Join", b"bad \xff\xfe bytes\n\n# Generic Join"),
-    f"{PAGES}/distributed.tensor.md": (b"\n# torch.distributed.tensor\n", b"\n# torch.distributed.tensor\n\n:::{note}\nNever closed.\n"),
+    f"{PAGES}/distributed.tensor.md": (
+        b"\n# torch.distributed.tensor\n",
+        b"\n# torch.distributed.tensor\n\n:::{note}\nNever closed.\n",
+    ),
     f"{TUTORIALS}/FSDP_advanced_tutorial.rst": (b"**Author**", b".. code-block:: python\n\n**Author**"),
     f"{TUTORIALS}/FSDP_tutorial.rst": (b"**Author**", b".. code-block:: python\n\nx = 1\n\n**Author**"),
 }
@@ -124,7 +138,6 @@ def corrupt(root: Path, file: str, find: bytes, replacement: bytes) -> None:
 
 @pytest.fixture(scope="module")
 def corrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, build.Output]:
-    pytest.importorskip("torch")
     root = tmp_path_factory.mktemp("corrupted")
     for folder in ("assets", "upstream", "references"):
         shutil.copytree(ROOT / folder, root / folder)
@@ -133,6 +146,7 @@ def corrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, build.Out
     return root, build.build_references(root)
 
 
+@pytest.mark.torch  # the corrupted build reads torch docstrings
 def test_each_corrupted_page_is_a_warning_naming_its_file_and_the_output_has_no_damage(
     corrupted: tuple[Path, build.Output],
 ) -> None:
@@ -146,6 +160,7 @@ def test_each_corrupted_page_is_a_warning_naming_its_file_and_the_output_has_no_
             assert "\\```" not in text, name
 
 
+@pytest.mark.torch  # the corrupted build reads torch docstrings
 def test_regenerate_strict_on_a_corrupted_cache_exits_1_naming_the_files_and_leaves_references_unchanged(
     corrupted: tuple[Path, build.Output], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

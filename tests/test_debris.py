@@ -22,9 +22,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def killed_midway(code: str, tmp_path: Path) -> None:
     """Run `code` in a child until it prints 'staged', then kill -9 it (every wait bounded)."""
-    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "FSDP_SKILL_ROOT": str(tmp_path),
-                                 "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "FSDP_SKILL_ROOT": str(tmp_path),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+        },
+    )
     try:
         with selectors.DefaultSelector() as selector:
             selector.register(proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
@@ -40,7 +47,8 @@ def killed_midway(code: str, tmp_path: Path) -> None:
 def test_a_regenerate_killed_while_writing_leaves_a_folder_validate_lists_and_the_next_regenerate_removes(
     skill: Path, monkeypatch  # noqa: F811
 ) -> None:
-    killed_midway(f"""
+    killed_midway(
+        f"""
         import sys, time
         from pathlib import Path
         from test_build import small_output
@@ -49,8 +57,11 @@ def test_a_regenerate_killed_while_writing_leaves_a_folder_validate_lists_and_th
             print("staged", flush=True)
             time.sleep(600)
         build.build_index = hang
-        build.write_output(small_output({{"a.md": "# a\\n"}}), Path({str(skill / "references")!r}), Path({str(skill)!r}))
-    """, skill)
+        refs, root = Path({str(skill / "references")!r}), Path({str(skill)!r})
+        build.write_output(small_output({{"a.md": "# a\\n"}}), refs, root)
+    """,
+        skill,
+    )
     left = [p for p in (skill / "references").iterdir() if p.name.startswith(".regenerate-")]
     assert len(left) == 1 and (left[0] / "a.md").is_file()
     expected = (f"references/{left[0].name}:1: temporary folder left by an interrupted run: delete it "

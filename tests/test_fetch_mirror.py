@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from fsdp_skill.cli.main import main
 from fsdp_skill.core.errors import NetworkError
 from fsdp_skill.upstream.fetch import git_blob_sha

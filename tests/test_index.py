@@ -11,16 +11,23 @@ import sys
 from pathlib import Path
 
 import pytest
-from search_fixture import make_catalog, make_tree
 
-from fsdp_skill.search import ranking as search_module
 from fsdp_skill.core.catalog import Section, save_catalog
+from fsdp_skill.search import ranking as search_module
 from fsdp_skill.search.documents import split_pattern_source
-from fsdp_skill.search.index import DocsIndex, IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
-from fsdp_skill.search.query import QueryError, identifier_parts, parse_query
+from fsdp_skill.search.index import (
+    DocsIndex,
+    IndexUnavailable,
+    build_index,
+    index_content_digest,
+    open_index,
+    stale_reason,
+)
 from fsdp_skill.search.names import named_symbols, prose_names
+from fsdp_skill.search.query import QueryError, identifier_parts, parse_query
 from fsdp_skill.search.ranking import in_scope, rank_key, search
 from fsdp_skill.search.snippets import code_block, make_snippet, markdown_blocks, open_fence_at
+from search_fixture import make_catalog, make_tree
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +143,11 @@ def test_empty_oversized_and_punctuation_only_queries_raise_errors_that_say_what
 def test_markdown_blocks_slice_whole_blocks_from_the_source_and_drop_the_own_heading() -> None:
     markdown = "## Mixed precision\n\nSome text\nover two lines.\n\n```python\nx = 1\n\ny = 2\n```\n\n- a\n- b\n"
     blocks = markdown_blocks(markdown, skip_heading="Mixed precision")
-    assert blocks == [("text", "Some text\nover two lines."), ("code", "```python\nx = 1\n\ny = 2\n```"),
-                      ("text", "- a\n- b")]
+    assert blocks == [
+        ("text", "Some text\nover two lines."),
+        ("code", "```python\nx = 1\n\ny = 2\n```"),
+        ("text", "- a\n- b"),
+    ]
 
 
 def test_snippets_stay_within_400_characters_and_never_leave_a_code_block_open() -> None:
@@ -228,7 +238,10 @@ def test_stale_index_is_rebuilt_in_a_temp_dir_with_a_warning(tmp_path: Path) -> 
 
 def test_changed_pattern_file_makes_the_index_stale(tmp_path: Path) -> None:
     make_tree(tmp_path)
-    assert stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path) is None
+    assert (
+        stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path)
+        is None
+    )
     (tmp_path / "assets" / "patterns" / "fsdp2_train.py").write_text("# edited\n", encoding="utf-8")
     reason = stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path)
     assert reason is not None and "pattern" in reason
@@ -244,8 +257,10 @@ def test_regenerate_check_reports_an_index_built_from_other_pattern_files(tmp_pa
     pattern = tmp_path / "assets" / "patterns" / "fsdp2_train.py"
     pattern.write_text(pattern.read_text() + "# edited\n")
     index_lines = [line for line in build.differences(output, tmp_path / "references") if "index.sqlite" in line]
-    assert index_lines == [f"differs: references/index.sqlite ({tmp_path / 'references' / 'index.sqlite'} "
-                           "was built from other pattern files)"]
+    assert index_lines == [
+        f"differs: references/index.sqlite ({tmp_path / 'references' / 'index.sqlite'} "
+        "was built from other pattern files)"
+    ]
 
 
 def test_missing_index_is_built_from_the_catalog_and_garbage_index_too(tmp_path: Path) -> None:
@@ -279,7 +294,9 @@ def test_exact_api_name_ranks_its_entry_first_in_every_spelling(index) -> None:
 def test_camel_case_names_match_whole_and_by_parts(index) -> None:
     assert ids(search(index, "MixedPrecisionPolicy"))[0] == "torch.distributed.fsdp.MixedPrecisionPolicy"
     assert set(ids(search(index, "mixed precision policy", limit=2))) & {
-        "torch.distributed.fsdp.MixedPrecisionPolicy", "fsdp2.md#mixed-precision"}
+        "torch.distributed.fsdp.MixedPrecisionPolicy",
+        "fsdp2.md#mixed-precision",
+    }
 
 
 def test_screaming_case_env_var_matches_whole_and_by_parts(index) -> None:
@@ -305,9 +322,14 @@ def test_at_most_one_example_per_symbol_is_returned(index) -> None:
 
 
 def test_prose_questions_find_the_section_that_answers_them(index) -> None:
-    assert ids(search(index, "my job hangs, how do I find which rank never arrived?"))[0] == "debugging.md#hangs-and-timeouts"
-    assert ids(search(index, "accumulate gradients without syncing every micro-batch"))[0] == \
-        "fsdp2.md#gradient-accumulation"
+    assert (
+        ids(search(index, "my job hangs, how do I find which rank never arrived?"))[0]
+        == "debugging.md#hangs-and-timeouts"
+    )
+    assert (
+        ids(search(index, "accumulate gradients without syncing every micro-batch"))[0]
+        == "fsdp2.md#gradient-accumulation"
+    )
 
 
 def test_patterns_are_searchable_by_their_summary_and_source(index) -> None:
@@ -320,7 +342,8 @@ def test_patterns_are_scored_even_when_bm25_cuts_them_from_the_candidate_pool(in
     query = "mixed precision training"
     monkeypatch.setattr(search_module, "POOL", 1)  # bm25 keeps one candidate, and it is not the pattern
     assert [index.docs([r])[r].id for r, _ in index.candidates(parse_query(query).match_expression(), None, 1)] == [
-        "torch.distributed.fsdp.MixedPrecisionPolicy"]
+        "torch.distributed.fsdp.MixedPrecisionPolicy"
+    ]
     assert "fsdp2-train" in ids(search(index, query, limit=5))
     assert "fsdp2-train" not in ids(search(index, query, kind="section", limit=5))
 
@@ -343,18 +366,24 @@ def test_pattern_documents_index_prose_in_full_and_each_code_word_once() -> None
     assert "Shard a model with fully_shard, then train it." in prose
     assert "all-reduce the loss so every rank logs the same number" in prose and "twice on purpose" in prose
     assert words.count("all_reduce") == 1 and words.count("dist") == 1 and "loss" in words
-    shell_prose, shell_words = split_pattern_source("#!/bin/bash\n# launch one node\nexec torchrun --standalone x.py\n", ".sh")
+    shell_prose, shell_words = split_pattern_source(
+        "#!/bin/bash\n# launch one node\nexec torchrun --standalone x.py\n", ".sh"
+    )
     assert shell_prose == "launch one node" and {"exec", "torchrun", "standalone"} <= set(shell_words)
 
 
 def test_equal_scores_order_by_kind_then_id_whatever_the_catalog_order(tmp_path: Path) -> None:
     catalog = make_catalog(tmp_path)
     text = "## Twin\n\nIdentical twin paragraph about zebra sharding.\n"
-    twins = [Section(id=f"twins.md#{name}", reference="twins.md", anchor=name, title="Twin", level=2,
-                     markdown=text, line=1) for name in ("b-twin", "a-twin", "c-twin")]
+    twins = [
+        Section(id=f"twins.md#{name}", reference="twins.md", anchor=name, title="Twin", level=2, markdown=text, line=1)
+        for name in ("b-twin", "a-twin", "c-twin")
+    ]
     orders = []
     for n, sections in enumerate([twins, twins[::-1]]):
-        build_index(catalog.model_copy(update={"sections": [*catalog.sections, *sections]}), tmp_path / f"{n}.sqlite", tmp_path)
+        build_index(
+            catalog.model_copy(update={"sections": [*catalog.sections, *sections]}), tmp_path / f"{n}.sqlite", tmp_path
+        )
         idx = DocsIndex(tmp_path / f"{n}.sqlite")
         hits = search(idx, "zebra twin")
         assert len({round(h.score, 3) for h in hits}) == 1  # a genuine tie
@@ -362,14 +391,18 @@ def test_equal_scores_order_by_kind_then_id_whatever_the_catalog_order(tmp_path:
         idx.close()
     assert orders[0] == orders[1] == ["twins.md#a-twin", "twins.md#b-twin", "twins.md#c-twin"]
     assert sorted([rank_key(1.0, "section", "a"), rank_key(1.0, "api", "z"), rank_key(1.0001, "example", "e")]) == [
-        rank_key(1.0, "api", "z"), rank_key(1.0, "section", "a"), rank_key(1.0001, "example", "e")]
+        rank_key(1.0, "api", "z"),
+        rank_key(1.0, "section", "a"),
+        rank_key(1.0001, "example", "e"),
+    ]
 
 
 def test_abbreviations_are_indexed_as_names_of_the_entry_they_stand_for(tree: Path) -> None:
     conn = sqlite3.connect(tree / "references" / "index.sqlite")
     try:
-        rows = conn.execute("SELECT d.id FROM docs_fts f JOIN docs d ON d.rowid = f.rowid "
-                            "WHERE docs_fts MATCH 'symbol : \"fsdp2\"'").fetchall()
+        rows = conn.execute(
+            "SELECT d.id FROM docs_fts f JOIN docs d ON d.rowid = f.rowid WHERE docs_fts MATCH 'symbol : \"fsdp2\"'"
+        ).fetchall()
     finally:
         conn.close()
     assert rows == [("torch.distributed.fsdp.fully_shard",)]
@@ -433,10 +466,12 @@ def committed_index():
     idx.close()
 
 
-@pytest.mark.parametrize("name, size", [("queries.jsonl", 50), ("heldout.jsonl", 20), ("blind.jsonl", 60),
-                                        ("multilingual.jsonl", 12)])
-def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_catalog(committed_index, name: str,
-                                                                                     size: int) -> None:
+@pytest.mark.parametrize(
+    "name, size", [("queries.jsonl", 50), ("heldout.jsonl", 20), ("blind.jsonl", 60), ("multilingual.jsonl", 12)]
+)
+def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_catalog(
+    committed_index, name: str, size: int
+) -> None:
     from fsdp_skill.cli.bench_search import canonical, load_queries
 
     queries = load_queries(EVAL / name)
@@ -454,14 +489,18 @@ def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_cat
 # (set, mode) → (Recall@5, MRR). The blind set is gated too, but never tuned on: a fall below its gate
 # means a change hurt questions nobody tuned for.
 GATES = {
-    ("queries.jsonl", "lexical"): (0.96, 0.85), ("blind.jsonl", "lexical"): (0.71, 0.58),
-    ("queries.jsonl", "semantic"): (0.95, 0.86), ("blind.jsonl", "semantic"): (0.78, 0.65),
+    ("queries.jsonl", "lexical"): (0.96, 0.85),
+    ("blind.jsonl", "lexical"): (0.71, 0.58),
+    ("queries.jsonl", "semantic"): (0.95, 0.86),
+    ("blind.jsonl", "semantic"): (0.78, 0.65),
     ("multilingual.jsonl", "semantic"): (0.75, 0.45),
 }
 
 
 @pytest.mark.parametrize("name, mode", sorted(GATES))
-def test_ranking_stays_above_its_gate_and_plain_bm25_on_the_dev_and_blind_sets(committed_index, name: str, mode: str) -> None:
+def test_ranking_stays_above_its_gate_and_plain_bm25_on_the_dev_and_blind_sets(
+    committed_index, name: str, mode: str
+) -> None:
     from fsdp_skill.cli.bench_search import PlainBM25, canonical, load_queries, our_rankings, score_rankings
 
     if mode == "semantic" and committed_index.dense is None:
@@ -500,7 +539,8 @@ GENERATED_TOP = """\
 
 Save and load sharded state dicts with DCP.
 
-API reference text comes from the docstrings of **torch 2.13.0**. Generated by `fsdp-skill regenerate` from the sources below; do not edit by hand.
+API reference text comes from the docstrings of **torch 2.13.0**. Generated by `fsdp-skill regenerate` from the \
+sources below; do not edit by hand.
 
 | Repository | File | Commit | Licence |
 | --- | --- | --- | --- |
@@ -516,15 +556,25 @@ API reference text comes from the docstrings of **torch 2.13.0**. Generated by `
 def test_section_documents_drop_the_generated_header_sources_table_and_contents_list() -> None:
     from fsdp_skill.search.documents import _section_document
 
-    section = Section(id="dcp.md#distributed-checkpoint-dcp", reference="dcp.md", anchor="distributed-checkpoint-dcp",
-                      title="Distributed checkpoint (DCP)", level=1, markdown=GENERATED_TOP, line=1)
+    section = Section(
+        id="dcp.md#distributed-checkpoint-dcp",
+        reference="dcp.md",
+        anchor="distributed-checkpoint-dcp",
+        title="Distributed checkpoint (DCP)",
+        level=1,
+        markdown=GENERATED_TOP,
+        line=1,
+    )
     doc = _section_document(section)
     assert [text for _, text in doc.blocks] == ["Save and load sharded state dicts with DCP."]
     assert "Generated by" not in doc.body and "Contents" not in doc.body and "Repository" not in doc.body
 
 
 def test_snippets_never_cut_a_markdown_link_in_half() -> None:
-    text = "Intro words here. " * 8 + "See [the profiler documentation](https://pytorch.org/docs/main/profiler.html) for more."
+    text = (
+        "Intro words here. " * 8
+        + "See [the profiler documentation](https://pytorch.org/docs/main/profiler.html) for more."
+    )
     for budget in range(60, 240, 7):
         snippet = make_snippet([("text", text)], ["profiler"], budget=budget)
         assert snippet.count("[") == snippet.count("]") and snippet.count("](") == snippet.count(".html)"), snippet
@@ -535,12 +585,20 @@ def test_a_section_of_bare_command_output_ranks_below_one_that_says_what_to_do(t
 
     catalog = make_catalog(tmp_path)
     dump = "## Expected output\n\n```text\nzebra mismatch: zebra ranks missing, zebra collective zebra mismatch\n```\n"
-    advice = ("## Find the zebra rank\n\nWhen the zebra job reports a mismatch, run the trace tool on the dumps and read "
-              "which rank never joined the collective; fix the code path that skips it.\n")
-    sections = [Section(id=f"z.md#{anchor}", reference="z.md", anchor=anchor, title=title, level=2, markdown=text, line=1)
-                for anchor, title, text in (("expected-output", "Expected output", dump),
-                                            ("find-the-zebra-rank", "Find the zebra rank", advice))]
-    build_index(catalog.model_copy(update={"sections": [*catalog.sections, *sections]}), tmp_path / "z.sqlite", tmp_path)
+    advice = (
+        "## Find the zebra rank\n\nWhen the zebra job reports a mismatch, run the trace tool on the dumps and read "
+        "which rank never joined the collective; fix the code path that skips it.\n"
+    )
+    sections = [
+        Section(id=f"z.md#{anchor}", reference="z.md", anchor=anchor, title=title, level=2, markdown=text, line=1)
+        for anchor, title, text in (
+            ("expected-output", "Expected output", dump),
+            ("find-the-zebra-rank", "Find the zebra rank", advice),
+        )
+    ]
+    build_index(
+        catalog.model_copy(update={"sections": [*catalog.sections, *sections]}), tmp_path / "z.sqlite", tmp_path
+    )
     idx = DocsIndex(tmp_path / "z.sqlite")
     try:
         hits = search(idx, "zebra mismatch ranks")
@@ -551,7 +609,11 @@ def test_a_section_of_bare_command_output_ranks_below_one_that_says_what_to_do(t
         ids = {r: idx.docs([r])[r].id for r in raw}
         by_id = {ids[r]: s for r, s in raw.items()}
         # bm25 alone prefers the dump (it repeats the words); the prior is what puts the advice first.
-        assert by_id["z.md#expected-output"] > by_id["z.md#find-the-zebra-rank"] > by_id["z.md#expected-output"] * OUTPUT_PRIOR
+        assert (
+            by_id["z.md#expected-output"]
+            > by_id["z.md#find-the-zebra-rank"]
+            > by_id["z.md#expected-output"] * OUTPUT_PRIOR
+        )
     finally:
         idx.close()
     assert is_output_only([("code", "```text\nout\n```")]) and not is_output_only([("code", "```python\nx\n```")])

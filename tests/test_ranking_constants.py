@@ -4,6 +4,7 @@ when it stops doing its job. (Constants that moved neither dev set were removed;
 from __future__ import annotations
 
 import pytest
+
 from fsdp_skill.core.catalog import ApiEntry, Catalog, Section
 from fsdp_skill.search import anchors, names, ranking
 from fsdp_skill.search.index import open_index
@@ -30,7 +31,11 @@ def test_scope_boost_lifts_documents_of_the_topic_an_abbreviation_names_and_noth
     monkeypatch.setattr(ranking, "SCOPE_BOOST", 1.0)
     flat = scores(index, query)
     docs = index.docs(list(lifted))
-    inside = {r for r, d in docs.items() if ranking.in_scope(["fsdp2"], d.reference, d.symbol, index.pattern_tags.get(r, frozenset()))}
+    inside = {
+        r
+        for r, d in docs.items()
+        if ranking.in_scope(["fsdp2"], d.reference, d.symbol, index.pattern_tags.get(r, frozenset()))
+    }
     assert inside and inside != set(lifted)
     for rowid, score in lifted.items():
         assert score == pytest.approx(flat[rowid] * (1.2 if rowid in inside else 1.0)), docs[rowid].id
@@ -65,7 +70,9 @@ def test_a_named_api_is_lifted_by_one_plus_its_strength_and_focus_shrinks_it_in_
     assert names.focus(2) == 1.0 and names.focus(4) == 0.5 and names.focus(50) == 0.3
     exact = parse_query("dist.all_reduce", index).symbols["torch.distributed.all_reduce"]
     short = parse_query("all_reduce", index).symbols["torch.distributed.all_reduce"]
-    long = parse_query("all_reduce across every rank of the whole big training job", index).symbols["torch.distributed.all_reduce"]
+    long = parse_query("all_reduce across every rank of the whole big training job", index).symbols[
+        "torch.distributed.all_reduce"
+    ]
     assert exact == names.EXACT_STRENGTH and short == names.SHORT_STRENGTH
     assert long == pytest.approx(names.SHORT_STRENGTH * 0.3)
 
@@ -73,7 +80,9 @@ def test_a_named_api_is_lifted_by_one_plus_its_strength_and_focus_shrinks_it_in_
 def test_an_ambiguous_short_name_lifts_its_less_public_spellings_by_the_ambiguity_factor(index) -> None:
     symbols = parse_query("all_reduce", index).symbols
     assert symbols["torch.distributed.all_reduce"] == pytest.approx(names.SHORT_STRENGTH)
-    assert symbols["torch.distributed.nn.functional.all_reduce"] == pytest.approx(names.SHORT_STRENGTH * names.AMBIGUITY)
+    assert symbols["torch.distributed.nn.functional.all_reduce"] == pytest.approx(
+        names.SHORT_STRENGTH * names.AMBIGUITY
+    )
 
 
 def test_a_plain_english_word_that_is_an_api_name_names_nothing(index) -> None:
@@ -81,24 +90,44 @@ def test_a_plain_english_word_that_is_an_api_name_names_nothing(index) -> None:
 
 
 def _catalog(sentences: list[str]) -> Catalog:
-    api = [ApiEntry(qualified_name=f"torch.distributed.{name}", kind="function", module="torch.distributed",
-                    summary="s", reference="c.md", anchor=f"torch.distributed.{name}")
-           for name in ("all_reduce", "broadcast", "barrier")]
-    section = Section(id="t.md#t", reference="t.md", anchor="t", title="T", level=2, line=1,
-                      markdown="## T\n\n" + " ".join(sentences) + "\n")
+    api = [
+        ApiEntry(
+            qualified_name=f"torch.distributed.{name}",
+            kind="function",
+            module="torch.distributed",
+            summary="s",
+            reference="c.md",
+            anchor=f"torch.distributed.{name}",
+        )
+        for name in ("all_reduce", "broadcast", "barrier")
+    ]
+    section = Section(
+        id="t.md#t",
+        reference="t.md",
+        anchor="t",
+        title="T",
+        level=2,
+        line=1,
+        markdown="## T\n\n" + " ".join(sentences) + "\n",
+    )
     return Catalog(torch_version="2.13.0", ref="v2.13.0", api=api, sections=[section])
 
 
 def test_anchor_text_keeps_sentences_naming_one_or_two_apis_in_code_and_drops_lists_and_long_runs() -> None:
-    texts = anchors.anchor_texts(_catalog([
-        "`dist.broadcast(tensor, src)`: Copies `tensor` from `src` to all other processes.",
-        "Use `all_reduce` or `dist.broadcast` here.",
-        "Compare `all_reduce`, `dist.broadcast` and `dist.barrier` in the table.",
-        "Then `dist.barrier` " + "waits " * 80 + "forever.",
-    ]))
+    texts = anchors.anchor_texts(
+        _catalog(
+            [
+                "`dist.broadcast(tensor, src)`: Copies `tensor` from `src` to all other processes.",
+                "Use `all_reduce` or `dist.broadcast` here.",
+                "Compare `all_reduce`, `dist.broadcast` and `dist.barrier` in the table.",
+                "Then `dist.barrier` " + "waits " * 80 + "forever.",
+            ]
+        )
+    )
     assert texts["torch.distributed.broadcast"] == [
         "`dist.broadcast(tensor, src)`: Copies `tensor` from `src` to all other processes.",
-        "Use `all_reduce` or `dist.broadcast` here."]
+        "Use `all_reduce` or `dist.broadcast` here.",
+    ]
     assert "torch.distributed.barrier" not in texts  # named in a 3-API list and a run-on over MAX_SENTENCE_CHARS
     many = anchors.anchor_texts(_catalog([f"Call `dist.barrier` in step {n}." for n in range(40)]))
     assert len(many["torch.distributed.barrier"]) == anchors.MAX_ANCHORS_PER_API

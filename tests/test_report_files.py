@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.core.atomic import write_atomic
 from fsdp_skill.verify.cli import main as verify_main
 
@@ -33,7 +34,9 @@ def test_verify_json_to_a_path_that_cannot_be_written_fails_at_once_in_one_line_
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-def test_verify_json_on_a_filesystem_that_refuses_writes_fails_before_the_run(capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_json_on_a_filesystem_that_refuses_writes_fails_before_the_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     code = verify_main(["--catalog", str(CATALOG), "--id", "torch.distributed.all_reduce#1", "--no-patterns",
                         "--json", "/proc/fsdp-skill-report.json"])
     err = capsys.readouterr().err

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+
 from fsdp_skill.core.catalog import load_catalog
 from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, build_index, open_index
@@ -40,8 +41,9 @@ def test_fusion_reads_only_the_lexical_and_dense_depths() -> None:
 
 
 def test_documents_are_embedded_by_title_and_prose_without_code_capped_in_length() -> None:
-    text = semantic.embedding_text("Saving", [("text", "Call  `dcp.save`."), ("code", "```python\nx = 1\n```"),
-                                              ("text", "word " * 400)])
+    text = semantic.embedding_text(
+        "Saving", [("text", "Call  `dcp.save`."), ("code", "```python\nx = 1\n```"), ("text", "word " * 400)]
+    )
     assert text.startswith("Saving. Call `dcp.save`. word") and "x = 1" not in text
     assert len(text) == semantic.PROSE_CHARS
 
@@ -56,8 +58,10 @@ class FakeEncoder:
         import numpy as np
 
         cls.calls.append(len(texts))
-        rows = [np.frombuffer(semantic.text_key(t).encode()[: semantic.DIMENSIONS], dtype=np.uint8).astype("<f4")
-                for t in texts]
+        rows = [
+            np.frombuffer(semantic.text_key(t).encode()[: semantic.DIMENSIONS], dtype=np.uint8).astype("<f4")
+            for t in texts
+        ]
         return np.vstack([r / np.linalg.norm(r) for r in rows]).astype("<f4")
 
 
@@ -72,8 +76,10 @@ def test_the_build_stores_a_vector_per_document_and_reuses_unchanged_ones(tmp_pa
     build_index(catalog, first, tmp_path, embed=True)
     build_index(catalog, second, tmp_path, embed=True, previous=first)
     assert FakeEncoder.calls and FakeEncoder.calls[-1] > 0 and sum(FakeEncoder.calls) == FakeEncoder.calls[0]
-    rows = [sqlite3.connect(p).execute("SELECT rowid, text_sha256, vector FROM vectors ORDER BY rowid").fetchall()
-            for p in (first, second)]
+    rows = [
+        sqlite3.connect(p).execute("SELECT rowid, text_sha256, vector FROM vectors ORDER BY rowid").fetchall()
+        for p in (first, second)
+    ]
     docs = sqlite3.connect(first).execute("SELECT count(*) FROM docs").fetchone()[0]
     assert rows[0] == rows[1] and len(rows[0]) == docs
 
@@ -99,7 +105,9 @@ def test_an_index_without_vectors_runs_lexically_and_says_so(lexical_index: Docs
 
 
 @pytest.mark.parametrize("text", ["как сохранить чекпоинт", "チェックポイント 保存"])
-def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(lexical_index: DocsIndex, text: str) -> None:
+def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(
+    lexical_index: DocsIndex, text: str
+) -> None:
     with pytest.raises(QueryError) as error:
         search(lexical_index, text)
     message = str(error.value)
@@ -134,19 +142,24 @@ def committed_semantic_index():
     idx.close()
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("как сохранить чекпоинт", "torch.distributed.checkpoint"),
-    ("チェックポイント 保存", "torch.distributed.checkpoint"),
-])
-def test_a_query_without_latin_words_goes_to_the_semantic_side(committed_semantic_index: DocsIndex, text: str,
-                                                               expected: str) -> None:
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("как сохранить чекпоинт", "torch.distributed.checkpoint"),
+        ("チェックポイント 保存", "torch.distributed.checkpoint"),
+    ],
+)
+def test_a_query_without_latin_words_goes_to_the_semantic_side(
+    committed_semantic_index: DocsIndex, text: str, expected: str
+) -> None:
     hits = search(committed_semantic_index, text, limit=5)
     assert hits and any(expected in (h.doc.symbol or "") or "checkpoint" in h.doc.id for h in hits)
 
 
 @pytest.mark.parametrize("name", ["all_reduce", "dist.all_reduce", "broadcast_object_list", "MixedPrecisionPolicy"])
-def test_an_api_name_query_is_answered_lexically_so_its_entry_stays_first(committed_semantic_index: DocsIndex,
-                                                                           name: str) -> None:
+def test_an_api_name_query_is_answered_lexically_so_its_entry_stays_first(
+    committed_semantic_index: DocsIndex, name: str
+) -> None:
     from fsdp_skill.search.query import parse_query
     from fsdp_skill.search.ranking import is_name_lookup
 

@@ -12,14 +12,23 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from search_fixture import DEBUGGING_MD, make_tree
 
+from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve import verification
 from fsdp_skill.serve.server import build_server
-from fsdp_skill.search.snippets import open_fence_at
+from search_fixture import DEBUGGING_MD, make_tree
 
-READ_ONLY_TOOLS = {"search_docs", "get_api", "list_api", "read_reference", "list_references", "list_examples",
-                   "get_example", "list_patterns", "get_pattern"}
+READ_ONLY_TOOLS = {
+    "search_docs",
+    "get_api",
+    "list_api",
+    "read_reference",
+    "list_references",
+    "list_examples",
+    "get_example",
+    "list_patterns",
+    "get_pattern",
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +43,7 @@ def with_client(root: Path, body: Callable[[Client], Awaitable[Any]], allow_run:
         with anyio.fail_after(60):
             async with Client(build_server(root, allow_run=allow_run)) as client:
                 return await body(client)
+
     return anyio.run(main)
 
 
@@ -60,6 +70,22 @@ def test_every_tool_is_read_only_with_an_output_schema_and_a_description(tree: P
             assert tool.annotations and tool.annotations.read_only_hint is True, tool.name
             assert tool.output_schema and tool.output_schema.get("properties"), tool.name
             assert tool.description and len(tool.description) > 40, tool.name
+
+    with_client(tree, body)
+
+
+def test_the_kind_and_status_filters_offer_exactly_the_shared_vocabulary(tree: Path) -> None:
+    from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, STATUS_FILTERS
+
+    def enum_of(schema: dict, name: str) -> list[str]:
+        prop = schema["properties"][name]
+        return next(option["enum"] for option in prop.get("anyOf", [prop]) if "enum" in option)
+
+    async def body(client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert enum_of(tools["search_docs"].input_schema, "kind") == list(DOCUMENT_KINDS)
+        assert enum_of(tools["list_examples"].input_schema, "status") == list(STATUS_FILTERS)
+
     with_client(tree, body)
 
 
@@ -67,6 +93,7 @@ def test_verify_example_is_registered_only_with_allow_run_and_is_not_read_only(t
     async def body(client: Client) -> None:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["verify_example"].annotations.read_only_hint is False
+
     with_client(tree, body, allow_run=True)
 
 
@@ -84,6 +111,7 @@ def test_search_docs_returns_structured_results_with_snippets_and_links(tree: Pa
         assert "all_reduce(tensor" in top["snippet"] and len(top["snippet"]) <= 400
         sections = await call(client, "search_docs", query="mixed precision", kind="section")
         assert {r["kind"] for r in sections["results"]} == {"section"}
+
     with_client(tree, body)
 
 
@@ -96,13 +124,15 @@ def test_get_api_accepts_short_names_and_aliases_and_lists_other_meanings(tree: 
         assert entry["other_matches"] == ["torch.distributed.nn.functional.all_reduce"]
         assert [e["status"] for e in entry["examples"]] == ["passed (gloo, 2 ranks)", "not verified"]
         assert entry["parameters"][0]["name"] == "tensor" and entry["torch_version"] == "2.13.0"
-        assert (await call(client, "get_api", symbol="FSDP"))["qualified_name"] == \
-            "torch.distributed.fsdp.FullyShardedDataParallel"
+        assert (await call(client, "get_api", symbol="FSDP"))[
+            "qualified_name"
+        ] == "torch.distributed.fsdp.FullyShardedDataParallel"
         assert (await call(client, "get_api", symbol="FSDP2"))["qualified_name"] == "torch.distributed.fsdp.fully_shard"
         old = await call(client, "get_api", symbol="torch.distributed._composable.fsdp.fully_shard")
         assert old["qualified_name"] == "torch.distributed.fsdp.fully_shard"
         deprecated = await call(client, "get_api", symbol="reduce_scatter_tensor")
         assert deprecated["deprecation"]["replacement"] == "torch.distributed.reduce_scatter_single"
+
     with_client(tree, body)
 
 
@@ -171,6 +201,7 @@ def test_read_reference_pages_cover_the_file_exactly_and_keep_code_blocks_closed
         for i in inside:
             assert pages[i]["text"].startswith("```python\n"), pages[i]["text"][:80]
             assert pages[i - 1]["text"].split("\n[")[0].rstrip().endswith("```")
+
     with_client(tree, body)
 
 
@@ -182,6 +213,7 @@ def test_read_reference_by_section_includes_subsections_and_stops_at_the_next_si
         assert "Gradient accumulation" not in page["text"]
         by_title = await call(client, "read_reference", name="fsdp2", section="Mixed precision")
         assert by_title["text"] == page["text"]
+
     with_client(tree, body)
 
 
@@ -191,6 +223,7 @@ def test_list_references_gives_title_description_and_tokens(tree: Path) -> None:
         assert [r["name"] for r in refs] == ["collectives.md", "debugging.md", "fsdp2.md"]
         debugging = refs[1]
         assert debugging["title"] == "Debugging distributed jobs" and debugging["tokens"] == len(DEBUGGING_MD) // 4
+
     with_client(tree, body)
 
 
@@ -206,6 +239,7 @@ def test_examples_carry_their_verification_status(tree: Path) -> None:
         assert detail["steps"][-1]["expected_by_rank"] == {"0": "tensor([4, 6])", "1": "tensor([4, 6])"}
         unverified = await call(client, "get_example", name="torch.distributed.all_reduce#2")
         assert unverified["status"] == "not verified" and unverified["verification"] == []
+
     with_client(tree, body)
 
 
@@ -213,7 +247,9 @@ def test_list_examples_is_compact_and_paged_with_a_note_saying_how_to_go_on(tree
     async def body(client: Client) -> None:
         first = await call(client, "list_examples", symbol="all_reduce", limit=1)
         assert first["total"] == 2 and first["next_start_index"] == 1
-        assert first["examples"] == [{"id": "torch.distributed.all_reduce#1", "status": "passed", "line": "2 ranks, cpu"}]
+        assert first["examples"] == [
+            {"id": "torch.distributed.all_reduce#1", "status": "passed", "line": "2 ranks, cpu"}
+        ]
         assert "Next page: list_examples(start_index=1, symbol='all_reduce')" in first["note"]
         last = await call(client, "list_examples", symbol="all_reduce", start_index=1, limit=1)
         assert [e["id"] for e in last["examples"]] == ["torch.distributed.all_reduce#2"]
@@ -223,6 +259,7 @@ def test_list_examples_is_compact_and_paged_with_a_note_saying_how_to_go_on(tree
         assert [e["id"] for e in passed["examples"]] == ["torch.distributed.all_reduce#1"]
         none = await call(client, "list_examples", status="doc-bug")
         assert none["total"] == 0 and none["examples"] == [] and "no examples match" in none["note"]
+
     with_client(tree, body)
 
 
@@ -233,6 +270,7 @@ def test_examples_read_not_verified_when_the_report_is_absent(tmp_path: Path) ->
     async def body(client: Client) -> None:
         detail = await call(client, "get_example", name="torch.distributed.all_reduce#1")
         assert detail["status"] == "not verified"
+
     with_client(tmp_path, body)
 
 
@@ -243,6 +281,7 @@ def test_patterns_are_listed_and_served_with_their_source(tree: Path) -> None:
         pattern = await call(client, "get_pattern", name="fsdp2-train")
         assert "from torch.distributed.fsdp import fully_shard" in pattern["source"]
         assert pattern["launch"].startswith("torchrun") and pattern["status"] == "not verified"
+
     with_client(tree, body)
 
 
@@ -252,12 +291,17 @@ def test_patterns_are_listed_and_served_with_their_source(tree: Path) -> None:
 def test_skill_md_and_every_reference_are_resources(tree: Path) -> None:
     async def body(client: Client) -> None:
         uris = {str(r.uri) for r in (await client.list_resources()).resources}
-        assert uris == {"fsdp-skill://SKILL.md", "fsdp-skill://references/collectives.md",
-                        "fsdp-skill://references/debugging.md", "fsdp-skill://references/fsdp2.md"}
+        assert uris == {
+            "fsdp-skill://SKILL.md",
+            "fsdp-skill://references/collectives.md",
+            "fsdp-skill://references/debugging.md",
+            "fsdp-skill://references/fsdp2.md",
+        }
         skill = await client.read_resource("fsdp-skill://SKILL.md")
         assert skill.contents[0].text.startswith("---\nname: pytorch-fsdp")
         ref = await client.read_resource("fsdp-skill://references/debugging.md")
         assert ref.contents[0].text == DEBUGGING_MD
+
     with_client(tree, body)
 
 
@@ -271,7 +315,10 @@ def test_prompts_for_migration_and_hang_debugging_embed_the_users_input(tree: Pa
         assert "MixedPrecisionPolicy" in text and "set_requires_gradient_sync" in text
         hang = await client.get_prompt("debug-distributed-hang", {"symptom": "stuck in all_gather", "backend": "nccl"})
         text = hang.messages[0].content.text
-        assert "stuck in all_gather" in text and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in text and "monitored_barrier" in text
+        assert (
+            "stuck in all_gather" in text and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in text and "monitored_barrier" in text
+        )
+
     with_client(tree, body)
 
 
@@ -307,7 +354,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("tool", "arguments", "expected"), BAD_CALLS, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_CALLS)])
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"), BAD_CALLS, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_CALLS)]
+)
 def test_bad_input_is_a_tool_error_the_model_can_act_on_and_the_server_keeps_answering(
     tree: Path, tool: str, arguments: dict[str, Any], expected: str
 ) -> None:
@@ -317,15 +366,24 @@ def test_bad_input_is_a_tool_error_the_model_can_act_on_and_the_server_keeps_ans
         assert "Traceback" not in message
         follow_up = await call(client, "search_docs", query="fully_shard")
         assert follow_up["results"][0]["symbol"] == "torch.distributed.fsdp.fully_shard"
+
     with_client(tree, body)
 
 
 def test_fts_syntax_in_a_query_is_searched_as_text(tree: Path) -> None:
     async def body(client: Client) -> None:
-        for query in ['fully_shard"', "fully_shard*", "NOT fully_shard", "(fully_shard", "NEAR(fully_shard)",
-                      "fully_shard:", 'title:"fully_shard" OR ^']:
+        for query in [
+            'fully_shard"',
+            "fully_shard*",
+            "NOT fully_shard",
+            "(fully_shard",
+            "NEAR(fully_shard)",
+            "fully_shard:",
+            'title:"fully_shard" OR ^',
+        ]:
             out = await call(client, "search_docs", query=query)
             assert out["results"][0]["symbol"] == "torch.distributed.fsdp.fully_shard", query
+
     with_client(tree, body)
 
 
@@ -366,6 +424,7 @@ def test_verify_example_runs_only_catalog_examples_in_a_bounded_subprocess(
         message = await call_error(client, "verify_example", name="torch.distributed.all_reduce#2", timeout=1)
         assert "was stopped" in message
         assert (await call(client, "list_references"))["references"]
+
     with_client(tree, body, allow_run=True)
 
 

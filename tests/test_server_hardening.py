@@ -16,9 +16,10 @@ from typing import Any
 
 import anyio
 import pytest
-from fsdp_skill.serve.server import build_server
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+
+from fsdp_skill.serve.server import build_server
 from search_fixture import make_tree
 
 HUGE = "x" * 100_000

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.verify.cli import main as verify_main
 
 CATALOG = Path(__file__).resolve().parents[1] / "references" / "catalog.json"
@@ -24,9 +25,9 @@ def test_a_world_size_over_8_without_torchrun_is_refused_with_what_to_do(
     assert "torchrun --nnodes" in err
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(240)
 def test_at_a_world_size_the_docs_did_not_use_uncompared_outputs_are_not_a_pass(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     report = tmp_path / "report.json"
     code = verify_main(["--catalog", str(CATALOG), "--id", "torch.distributed.all_reduce#1", "--no-patterns",
                         "--world-size", "3", "--timeout", "120", "--json", str(report)])

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.search.query import parse_query
 from fsdp_skill.search.vocabulary import SOURCE_FORMAT, VOCABULARY_FILE, parse_vocabulary, vocabulary
 
@@ -17,7 +18,9 @@ def test_every_vocabulary_entry_names_its_source_as_docs_or_a_standard_term() ->
     vocab = vocabulary()
     assert len(vocab.sources) > 50
     for entry, source in vocab.sources:
-        assert SOURCE_FORMAT.match(source), f"{entry}: source {source!r} is neither 'docs: ref.md#anchor' nor 'standard: ...'"
+        assert SOURCE_FORMAT.match(source), (
+            f"{entry}: source {source!r} is neither 'docs: ref.md#anchor' nor 'standard: ...'"
+        )
 
 
 def test_every_docs_source_points_at_a_section_or_api_entry_of_the_committed_catalog() -> None:
@@ -37,7 +40,9 @@ def test_every_docs_source_points_at_a_section_or_api_entry_of_the_committed_cat
 
 
 def test_an_entry_without_a_source_is_reported_by_the_format_check() -> None:
-    vocab = parse_vocabulary('[stop_words]\nsource = "standard: x"\nwords = "a"\n[[synonym]]\nword = "x"\nmeans = ["y"]\n')
+    vocab = parse_vocabulary(
+        '[stop_words]\nsource = "standard: x"\nwords = "a"\n[[synonym]]\nword = "x"\nmeans = ["y"]\n'
+    )
     assert [source for entry, source in vocab.sources if entry == "synonym x"] == [""]
     assert not SOURCE_FORMAT.match("")
 

@@ -18,7 +18,10 @@ from fsdp_skill.core.markdown import markdown_parser
 _PROSE_ARTEFACTS = [
     (re.compile(r"^\s*\.\.\s+[\w:.+-]+::"), "RST directive"),
     (re.compile(r"^\s*\.\.\s+_[^:]+:"), "RST target"),
-    (re.compile(r"(?<![\w`]):(?:py:)?(?:func|meth|class|attr|mod|obj|data|exc|ref|doc|math|term|const)\:`"), "RST role"),
+    (
+        re.compile(r"(?<![\w`]):(?:py:)?(?:func|meth|class|attr|mod|obj|data|exc|ref|doc|math|term|const)\:`"),
+        "RST role",
+    ),
     (re.compile(r"\{(?:func|meth|class|attr|mod|obj|data|exc|ref|doc|math|term|const|py:\w+)\}`"), "MyST role"),
     (re.compile(r"`__?(?!\w)"), "RST link tail"),
     (re.compile(r"¶"), "pilcrow"),

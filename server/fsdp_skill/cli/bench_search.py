@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,13 +36,25 @@ from fsdp_skill.search.query import QueryError
 from fsdp_skill.search.ranking import search
 from fsdp_skill.serve.tools import Toolbox
 
-TARGETS = {"recall5": 0.95, "mrr": 0.85, "multilingual_recall5": 0.75, "p50_ms": 2.0, "semantic_p50_ms": 25.0,
-           "p99_ms": 10.0, "cold_ratio": 1.3, "tokens": 1500}
+TARGETS = {
+    "recall5": 0.95,
+    "mrr": 0.85,
+    "multilingual_recall5": 0.75,
+    "p50_ms": 2.0,
+    "semantic_p50_ms": 25.0,
+    "p99_ms": 10.0,
+    "cold_ratio": 1.3,
+    "tokens": 1500,
+}
 # (label, file under tests/eval/): dev is what the ranking was developed on; "dev held-out" was written
 # after the first tuning and later read, so it is dev too; blind was written from the docs before any
 # tuning and is never read to tune (its misses are not printed); ru/ja asks in Russian and Japanese.
-EVAL_SETS = (("dev", "queries.jsonl"), ("dev held-out", "heldout.jsonl"), ("blind", "blind.jsonl"),
-             ("ru/ja", "multilingual.jsonl"))
+EVAL_SETS = (
+    ("dev", "queries.jsonl"),
+    ("dev held-out", "heldout.jsonl"),
+    ("blind", "blind.jsonl"),
+    ("ru/ja", "multilingual.jsonl"),
+)
 COLD_RUNS = 5
 LOAD_CLIENTS, LOAD_CALLS = 8, 200
 
@@ -75,16 +88,25 @@ def load_queries(path: Path) -> list[EvalQuery]:
             continue
         try:
             row = json.loads(line)
-            queries.append(EvalQuery(row["question"], frozenset(row.get("symbols", [])),
-                                     frozenset(row.get("sections", [])), frozenset(row.get("patterns", []))))
+            queries.append(
+                EvalQuery(
+                    row["question"],
+                    frozenset(row.get("symbols", [])),
+                    frozenset(row.get("sections", [])),
+                    frozenset(row.get("patterns", [])),
+                )
+            )
         except (ValueError, KeyError, TypeError) as exc:
-            raise UserError(f"{path}:{n}: not an eval row ({exc}); expected "
-                            '{"question": ..., "symbols": [...], "sections": [...]}') from None
+            raise UserError(
+                f"{path}:{n}: not an eval row ({exc}); expected "
+                '{"question": ..., "symbols": [...], "sections": [...]}'
+            ) from None
     return queries
 
 
-def is_relevant(query: EvalQuery, kind: str, id: str, symbol: str | None, reference: str | None,
-                anchor: str | None) -> bool:
+def is_relevant(
+    query: EvalQuery, kind: str, id: str, symbol: str | None, reference: str | None, anchor: str | None
+) -> bool:
     """An expected API entry (or one of its members: Stateful.load_state_dict answers a question about
     Stateful), an expected section, or an expected pattern."""
     if symbol and (symbol in query.symbols or symbol.rsplit(".", 1)[0] in query.symbols):
@@ -102,7 +124,9 @@ class Quality:
     misses: list[tuple[str, list[str]]]
 
 
-def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str, str | None, str | None, str | None]]]) -> Quality:
+def score_rankings(
+    queries: list[EvalQuery], rankings: list[list[tuple[str, str, str | None, str | None, str | None]]]
+) -> Quality:
     r1 = r5 = rr = 0.0
     misses = []
     for query, ranking in zip(queries, rankings):
@@ -120,12 +144,18 @@ def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str,
 def pattern_recall(queries: list[EvalQuery], rankings: list[list[tuple]]) -> tuple[int, float, float]:
     """(questions with an expected pattern, share with that pattern in the top 3, in the top 5): whether
     task questions surface the verified recipe, not only some relevant section."""
-    firsts = [next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
-              for q, ranking in zip(queries, rankings) if q.patterns]
+    firsts = [
+        next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
+        for q, ranking in zip(queries, rankings)
+        if q.patterns
+    ]
     if not firsts:
         return 0, 0.0, 0.0
-    return (len(firsts), sum(f is not None and f <= 3 for f in firsts) / len(firsts),
-            sum(f is not None for f in firsts) / len(firsts))
+    return (
+        len(firsts),
+        sum(f is not None and f <= 3 for f in firsts) / len(firsts),
+        sum(f is not None for f in firsts) / len(firsts),
+    )
 
 
 def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
@@ -137,7 +167,9 @@ def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
         for symbol in q.symbols:
             matches = [qualified for rank, qualified in index.resolve_name(symbol) if rank <= 1]
             if not matches:
-                raise UserError(f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl")
+                raise UserError(
+                    f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl"
+                )
             names.add(matches[0])
         out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns))
     return out
@@ -182,7 +214,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-def timed(fn, *args) -> tuple[float, float]:
+def timed(fn: Callable[..., object], *args: object) -> tuple[float, float]:
     """(wall ms, this process's CPU ms): on a busy machine the two differ, and the gap says so."""
     wall, cpu = time.perf_counter(), time.process_time()
     fn(*args)
@@ -195,6 +227,7 @@ def timed(fn, *args) -> tuple[float, float]:
 def _cold_start_once(command: list[str], tool: str, arguments: dict, env: dict[str, str]) -> float:
     import anyio
     from mcp import Client, StdioServerParameters
+    from mcp.types import TextContent
 
     async def session() -> float:
         start = time.perf_counter()
@@ -203,7 +236,8 @@ def _cold_start_once(command: list[str], tool: str, arguments: dict, env: dict[s
                 await client.list_tools()
                 result = await client.call_tool(tool, arguments)
                 if result.is_error:
-                    raise UserError(f"cold start: {tool} failed: {result.content[0].text}")
+                    said = " ".join(block.text for block in result.content if isinstance(block, TextContent))
+                    raise UserError(f"cold start: {tool} failed: {said}")
                 return time.perf_counter() - start
 
     return anyio.run(session)
@@ -258,9 +292,13 @@ def http_load(root: Path, queries: list[EvalQuery]) -> tuple[int, int, list[floa
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("fsdp-skill")), "serve", "--http", "--port", str(port)],
-                            env={**os.environ, "FSDP_SKILL_ROOT": str(root)}, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(Path(sys.executable).with_name("fsdp-skill")), "serve", "--http", "--port", str(port)],
+        env={**os.environ, "FSDP_SKILL_ROOT": str(root)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -317,52 +355,89 @@ def _mark(ok: bool) -> str:
 
 def cli_bench_search(args: argparse.Namespace) -> int:
     root = repo_root()
-    queries = load_queries(Path(args.queries) if getattr(args, "queries", None) else root / "tests" / "eval" / "queries.jsonl")
+    queries = load_queries(
+        Path(args.queries) if getattr(args, "queries", None) else root / "tests" / "eval" / "queries.jsonl"
+    )
     reason = stale_reason(index_path(root), catalog_path(root), root)
     if reason:
-        print(f"note: {reason}: every server start below rebuilds a temporary index, which the cold-start "
-              "ratio includes; run `fsdp-skill regenerate` first for a representative number", flush=True)
+        print(
+            f"note: {reason}: every server start below rebuilds a temporary index, which the cold-start "
+            "ratio includes; run `fsdp-skill regenerate` first for a representative number",
+            flush=True,
+        )
     index = open_index(root)
     queries = canonical(index, queries)
     toolbox = Toolbox(index, root)
-    print(f"fsdp-skill bench search: {len(queries)} dev queries, torch {index.torch_version}, "
-          f"{index.document_count()} documents", flush=True)
+    print(
+        f"fsdp-skill bench search: {len(queries)} dev queries, torch {index.torch_version}, "
+        f"{index.document_count()} documents",
+        flush=True,
+    )
+    baseline = PlainBM25(index)
+    _report_quality(root, index, queries, baseline, with_heldout=not getattr(args, "queries", None))
+    _report_latency(toolbox, baseline, queries)
+    _report_responses(root, queries)
+    _report_cold_start(root)
+    if args.skip_load:
+        print("\nload: skipped (--skip-load)")
+    else:
+        _report_load(root, queries)
+    return 0
 
+
+def _report_quality(
+    root: Path, index: DocsIndex, queries: list[EvalQuery], baseline: PlainBM25, with_heldout: bool
+) -> None:
+    """Recall@1/5 and MRR on each eval set, in the running mode, lexically and for plain BM25; dev
+    pattern recall; dev misses (never the blind set's)."""
     semantic_mode = index.semantic_available
     print(f"search mode: {index.search_mode}", flush=True)
-    baseline = PlainBM25(index)
-    sets = [(label, queries if label == "dev" else canonical(index, load_queries(root / "tests" / "eval" / name)))
-            for label, name in EVAL_SETS if label == "dev" or (not getattr(args, "queries", None)
-                                                               and (root / "tests" / "eval" / name).is_file())]
+    sets = [
+        (label, queries if label == "dev" else canonical(index, load_queries(root / "tests" / "eval" / name)))
+        for label, name in EVAL_SETS
+        if label == "dev" or (with_heldout and (root / "tests" / "eval" / name).is_file())
+    ]
     print("\nquality                              Recall@1  Recall@5  MRR@10")
     results: dict[str, Quality] = {}
     for label, qs in sets:
-        rows = [("fsdp-skill " + ("semantic" if semantic_mode else "lexical"), score_rankings(qs, our_rankings(index, qs)))]
+        mode = "semantic" if semantic_mode else "lexical"
+        rows = [(f"fsdp-skill {mode}", score_rankings(qs, our_rankings(index, qs)))]
         if semantic_mode:
             rows.append(("fsdp-skill lexical only", score_rankings(qs, our_rankings(index, qs, use_dense=False))))
         rows.append(("plain BM25", score_rankings(qs, [baseline.rank(q.question) for q in qs])))
         results[label] = rows[0][1]
         for name, quality in rows:
-            print(f"  {label + f' ({len(qs)})':16s} {name:24s} {quality.recall1:6.3f}    {quality.recall5:6.3f}  {quality.mrr:6.3f}")
-        plain = rows[-1][1]
-        ours = rows[0][1]
+            print(
+                f"  {label + f' ({len(qs)})':16s} {name:24s} {quality.recall1:6.3f}    "
+                f"{quality.recall5:6.3f}  {quality.mrr:6.3f}"
+            )
+        ours, plain = rows[0][1], rows[-1][1]
         if label == "ru/ja":
-            print(f"    target Recall@5 >= {TARGETS['multilingual_recall5']} "
-                  f"{_mark(ours.recall5 >= TARGETS['multilingual_recall5'])}")
+            print(
+                f"    target Recall@5 >= {TARGETS['multilingual_recall5']} "
+                f"{_mark(ours.recall5 >= TARGETS['multilingual_recall5'])}"
+            )
         else:
-            print(f"    targets Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
-                  f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
-                  f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
+            print(
+                f"    targets Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
+                f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
+                f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}"
+            )
     our_ranked = our_rankings(index, queries)
-    plain_ranked = [baseline.rank(q.question) for q in queries]
     n_tasks, ours_p3, ours_p5 = pattern_recall(queries, our_ranked)
     if n_tasks:
-        _, plain_p3, plain_p5 = pattern_recall(queries, plain_ranked)
-        print(f"  dev task questions ({n_tasks}) whose expected pattern ranks in the top 3 / top 5: "
-              f"fsdp-skill {ours_p3:.3f} / {ours_p5:.3f}, plain BM25 {plain_p3:.3f} / {plain_p5:.3f}")
+        _, plain_p3, plain_p5 = pattern_recall(queries, [baseline.rank(q.question) for q in queries])
+        print(
+            f"  dev task questions ({n_tasks}) whose expected pattern ranks in the top 3 / top 5: "
+            f"fsdp-skill {ours_p3:.3f} / {ours_p5:.3f}, plain BM25 {plain_p3:.3f} / {plain_p5:.3f}"
+        )
     for question, top in results["dev"].misses:  # dev only: the blind set's misses are never shown
         print(f"  dev, not in top 5: {question!r} -> {top}")
 
+
+def _report_latency(toolbox: Toolbox, baseline: PlainBM25, queries: list[EvalQuery]) -> None:
+    index = toolbox.index
+    semantic_mode = index.semantic_available
     rounds = 5
     ours_t = [timed(toolbox.search_docs, q.question, 5, None) for _ in range(rounds) for q in queries]
     lexical_t = [timed(search, index, q.question, 5, None, False) for _ in range(rounds) for q in queries]
@@ -371,34 +446,53 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     bm25_ms = [w for w, _ in bm25_t]
     p50, p99 = percentile(ours_ms, 50), percentile(ours_ms, 99)
     p50_target = TARGETS["semantic_p50_ms" if semantic_mode else "p50_ms"]
+    mode = "semantic" if semantic_mode else "lexical"
     print(f"\nlatency (in-process, {len(ours_ms)} calls each; wall clock, CPU time in brackets)")
-    print(f"  search_docs, {'semantic' if semantic_mode else 'lexical'}  p50 {p50:6.2f} ms ({percentile(ours_cpu, 50):.2f})  "
-          f"p99 {p99:6.2f} ms ({percentile(ours_cpu, 99):.2f})   target p50 <= {p50_target} {_mark(p50 <= p50_target)}")
+    print(
+        f"  search_docs, {mode:8s}  p50 {p50:6.2f} ms ({percentile(ours_cpu, 50):.2f})  "
+        f"p99 {p99:6.2f} ms ({percentile(ours_cpu, 99):.2f})   target p50 <= {p50_target} {_mark(p50 <= p50_target)}"
+    )
     if semantic_mode:
-        lex_p50 = percentile([w for w, _ in lexical_t], 50)
-        print(f"  search, lexical only   p50 {lex_p50:6.2f} ms ({percentile([c for _, c in lexical_t], 50):.2f})  "
-              f"p99 {percentile([w for w, _ in lexical_t], 99):6.2f} ms   target p50 <= {TARGETS['p50_ms']} "
-              f"{_mark(lex_p50 <= TARGETS['p50_ms'])}")
-    print(f"  rank-bm25              p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
-          f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)")
+        lex_ms = [w for w, _ in lexical_t]
+        lex_p50 = percentile(lex_ms, 50)
+        print(
+            f"  search, lexical only   p50 {lex_p50:6.2f} ms ({percentile([c for _, c in lexical_t], 50):.2f})  "
+            f"p99 {percentile(lex_ms, 99):6.2f} ms   target p50 <= {TARGETS['p50_ms']} "
+            f"{_mark(lex_p50 <= TARGETS['p50_ms'])}"
+        )
+    print(
+        f"  rank-bm25              p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
+        f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)"
+    )
 
+
+def _report_responses(root: Path, queries: list[EvalQuery]) -> None:
     tokens, mcp_ms = response_tokens(root, queries)
     median_tokens = statistics.median(tokens)
-    print(f"\nresponse size (limit=5, chars/4): median {median_tokens:.0f} tokens, max {max(tokens)}   "
-          f"target <= {TARGETS['tokens']} {_mark(median_tokens <= TARGETS['tokens'])}")
-    print(f"  in-process MCP round trip (mcp.Client): p50 {percentile(mcp_ms, 50):.2f} ms  p99 {percentile(mcp_ms, 99):.2f} ms")
+    print(
+        f"\nresponse size (limit=5, chars/4): median {median_tokens:.0f} tokens, max {max(tokens)}   "
+        f"target <= {TARGETS['tokens']} {_mark(median_tokens <= TARGETS['tokens'])}"
+    )
+    print(
+        f"  in-process MCP round trip (mcp.Client): p50 {percentile(mcp_ms, 50):.2f} ms  p99 "
+        f"{percentile(mcp_ms, 99):.2f} ms"
+    )
 
+
+def _report_cold_start(root: Path) -> None:
     ours_s, bare_s = cold_start(root)
     ratio = ours_s / bare_s
     print(f"\ncold start over stdio (spawn, initialize, list tools, first call; median of {COLD_RUNS})")
-    print(f"  fsdp-skill serve {ours_s * 1000:7.0f} ms   bare MCPServer {bare_s * 1000:7.0f} ms   "
-          f"ratio {ratio:.2f}x   target <= {TARGETS['cold_ratio']}x {_mark(ratio <= TARGETS['cold_ratio'])}")
+    print(
+        f"  fsdp-skill serve {ours_s * 1000:7.0f} ms   bare MCPServer {bare_s * 1000:7.0f} ms   "
+        f"ratio {ratio:.2f}x   target <= {TARGETS['cold_ratio']}x {_mark(ratio <= TARGETS['cold_ratio'])}"
+    )
 
-    if args.skip_load:
-        print("\nload: skipped (--skip-load)")
-    else:
-        calls, errors, load_ms, wall = http_load(root, queries)
-        print(f"\nload: {LOAD_CLIENTS} streamable-HTTP clients x {LOAD_CALLS} searches = {calls} calls in {wall:.1f} s "
-              f"({calls / wall:.0f}/s), errors {errors} {_mark(errors == 0)}")
-        print(f"  per call p50 {percentile(load_ms, 50):.1f} ms  p99 {percentile(load_ms, 99):.1f} ms")
-    return 0
+
+def _report_load(root: Path, queries: list[EvalQuery]) -> None:
+    calls, errors, load_ms, wall = http_load(root, queries)
+    print(
+        f"\nload: {LOAD_CLIENTS} streamable-HTTP clients x {LOAD_CALLS} searches = {calls} calls in {wall:.1f} s "
+        f"({calls / wall:.0f}/s), errors {errors} {_mark(errors == 0)}"
+    )
+    print(f"  per call p50 {percentile(load_ms, 50):.1f} ms  p99 {percentile(load_ms, 99):.1f} ms")

@@ -13,7 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.errors import FsdpSkillError, UserError
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
 def _add_fetch(sub: argparse._SubParsersAction) -> None:
@@ -28,15 +29,24 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-dir", metavar="DIR", help="seed the cache from a local snapshot instead of the network")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (default 30)")
     p.add_argument("--retries", type=int, default=3, help="retries per file on network errors (default 3)")
-    p.add_argument("--base-url", metavar="URL", help="a mirror serving URL/<owner>/<name>/<ref>/<path> instead of "
-                   "https://raw.githubusercontent.com (env FSDP_SKILL_UPSTREAM_URL)")
-    p.add_argument("--api-url", metavar="URL", help="GitHub API base for commits and trees (default "
-                   "https://api.github.com; env FSDP_SKILL_GITHUB_API)")
+    p.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="a mirror serving URL/<owner>/<name>/<ref>/<path> instead of "
+        "https://raw.githubusercontent.com (env FSDP_SKILL_UPSTREAM_URL)",
+    )
+    p.add_argument(
+        "--api-url",
+        metavar="URL",
+        help="GitHub API base for commits and trees (default https://api.github.com; env FSDP_SKILL_GITHUB_API)",
+    )
     p.set_defaults(handler="fsdp_skill.upstream.fetch:cli_fetch")
 
 
 def _add_regenerate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache")
+    p = sub.add_parser(
+        "regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache"
+    )
     p.add_argument("--strict", action="store_true", help="fail on any warning (unknown directive, bad docstring)")
     p.add_argument("--check", action="store_true", help="build in a temp dir and report differences; change nothing")
     p.add_argument("--ref", help="upstream ref recorded in the output (default: the cache manifest's)")
@@ -47,7 +57,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="search the docs index")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5)
-    p.add_argument("--kind", choices=["section", "api", "example", "pattern"])
+    p.add_argument("--kind", choices=DOCUMENT_KINDS)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler="fsdp_skill.cli.search:cli_search")
 
@@ -94,7 +104,8 @@ def _add_skill(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("skill", help="install the Agent Skill folder for an agent (SKILL.md, references/, ...)")
     ssub = p.add_subparsers(dest="skill", required=True)
     i = ssub.add_parser(
-        "install", help="write the skill folder from this fsdp-skill's data (default ~/.claude/skills/pytorch-fsdp)",
+        "install",
+        help="write the skill folder from this fsdp-skill's data (default ~/.claude/skills/pytorch-fsdp)",
         description="Write SKILL.md, references/, assets/ and scripts/ into a skill folder, atomically. An existing "
         "pytorch-fsdp skill of another version (or with local edits) is replaced only with --force; a folder that "
         "is not this skill, or is a clone of the repository, is never replaced.",
@@ -143,8 +154,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action=_VersionAction, help="print the version and where the data is read from")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_fetch, _add_regenerate, _add_search, _add_show, _add_api, _add_serve, _add_verify, _add_validate,
-                _add_skill, _add_bench):
+    for add in (
+        _add_fetch,
+        _add_regenerate,
+        _add_search,
+        _add_show,
+        _add_api,
+        _add_serve,
+        _add_verify,
+        _add_validate,
+        _add_skill,
+        _add_bench,
+    ):
         add(sub)
     return parser
 
@@ -155,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler = getattr(importlib.import_module(module_name), func_name)
         return int(handler(args) or 0)
-    except UserError as exc:
+    except FsdpSkillError as exc:
         print(f"fsdp-skill {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

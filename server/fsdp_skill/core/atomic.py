@@ -11,6 +11,8 @@ from pathlib import Path
 
 from fsdp_skill.core.scratch import make_scratch_dir, make_scratch_file
 
+__all__ = ["write_atomic"]
+
 
 def write_atomic(path: Path, text: str) -> None:
     """Write text to path through a temp file in the same folder, then os.replace it into place.

@@ -18,6 +18,24 @@ from pydantic import BaseModel, ConfigDict, Field
 from fsdp_skill.core.atomic import write_atomic
 from fsdp_skill.core.errors import UserError
 
+__all__ = [
+    "SCHEMA_VERSION",
+    "ApiEntry",
+    "Catalog",
+    "CatalogError",
+    "Deprecation",
+    "DoctestStep",
+    "Example",
+    "Parameter",
+    "Pattern",
+    "Reference",
+    "Section",
+    "Source",
+    "dump_catalog",
+    "load_catalog",
+    "save_catalog",
+]
+
 SCHEMA_VERSION = 1
 
 ApiKind = Literal["function", "class", "method", "attribute", "property", "module", "data"]
@@ -97,7 +115,9 @@ class ApiEntry(_Model):
     reference: str
     anchor: str
     url: str | None = None
-    aliases: list[str] = Field(default_factory=list, description="Other spellings: short name, dist.X, re-export paths.")
+    aliases: list[str] = Field(
+        default_factory=list, description="Other spellings: short name, dist.X, re-export paths."
+    )
 
 
 class DoctestStep(_Model):

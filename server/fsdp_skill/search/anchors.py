@@ -37,7 +37,7 @@ def spellings(api: Iterable[ApiEntry]) -> dict[str, str]:
         for alias in entry.aliases:
             table.setdefault(alias, name)
         if name.startswith("torch.distributed."):
-            table.setdefault("dist." + name[len("torch.distributed."):], name)
+            table.setdefault("dist." + name[len("torch.distributed.") :], name)
         short = name.rsplit(".", 1)[-1]
         if is_identifier(short) and not short.startswith("_"):
             shorts.setdefault(short, set()).add(name)

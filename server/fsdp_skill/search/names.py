@@ -117,7 +117,9 @@ def said_parts(words: Iterable[str]) -> set[str]:
     out: set[str] = set()
     for word in words:
         out.add(word)
-        out.update(word[: -len(ending)] for ending in _INFLECTIONS if word.endswith(ending) and len(word) > len(ending) + 1)
+        out.update(
+            word[: -len(ending)] for ending in _INFLECTIONS if word.endswith(ending) and len(word) > len(ending) + 1
+        )
         if word in written_out:
             out.add(written_out[word])
     return out

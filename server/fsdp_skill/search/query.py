@@ -17,6 +17,7 @@ import re
 import unicodedata
 from itertools import pairwise
 
+from fsdp_skill.core.errors import UserError
 from fsdp_skill.search.identifiers import (  # noqa: F401 - re-exported: the index build imports them from here
     WORD,
     body_identifier_parts,
@@ -37,7 +38,7 @@ _ZERO_STAGE = re.compile(r"\bZeRO(?:[- ]?(\d))?\b")
 _LATIN = re.compile(r"[A-Za-z]")
 
 
-class QueryError(ValueError):
+class QueryError(UserError, ValueError):
     """The query cannot be searched; the message says how to fix it."""
 
 
@@ -62,8 +63,9 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     _add_query_words(content or words, parsed, terms)
     parsed.terms = terms.ordered()
     if not parsed.terms and parsed.language != "other":
-        raise QueryError(f"the query {text[:80]!r} has no searchable words, only punctuation: "
-                         "add a topic word or an API name")
+        raise QueryError(
+            f"the query {text[:80]!r} has no searchable words, only punctuation: add a topic word or an API name"
+        )
     if names is not None:
         parsed.symbols = named_symbols(names, parsed)
     return parsed
@@ -80,8 +82,10 @@ def _validated(text: str) -> str:
     if not text or not text.strip():
         raise QueryError("the query is empty: pass a few words or an API name, e.g. 'fully_shard mixed precision'")
     if len(text) > MAX_QUERY_CHARS:
-        raise QueryError(f"the query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}: "
-                         "shorten it to the key words or API names")
+        raise QueryError(
+            f"the query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}: "
+            "shorten it to the key words or API names"
+        )
     return unicodedata.normalize("NFKC", text)
 
 

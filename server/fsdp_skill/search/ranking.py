@@ -22,13 +22,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 from fsdp_skill.search import names, semantic
 from fsdp_skill.search.index import DocRow, DocsIndex
 from fsdp_skill.search.query import ParsedQuery, QueryError, parse_query
 from fsdp_skill.search.snippets import make_snippet
 from fsdp_skill.search.vocabulary import vocabulary
 
-KINDS = ("section", "api", "example", "pattern")
+KINDS = DOCUMENT_KINDS
 POOL = 60
 # Examples are bare code: useful when asked for, noise otherwise.
 KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0}
@@ -44,8 +45,10 @@ MAX_MEMBERS_PER_CLASS = 2
 SCOPE_BOOST = 1.2
 # Fraction of a class's symbol strength its members get.
 MEMBER_SHARE = 0.5
-NON_LATIN_HINT = ("the query has no words in Latin script, and the lexical index only matches English words "
-                  "and API names: {enable}; or ask in English, with API names where you know them")
+NON_LATIN_HINT = (
+    "the query has no words in Latin script, and the lexical index only matches English words "
+    "and API names: {enable}; or ask in English, with API names where you know them"
+)
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,9 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
     chosen = diversified(ranked, limit, keys)
     docs = index.docs([rowid for rowid, _ in chosen])
     words = list(dict.fromkeys([*parsed.highlight, *(t for t in parsed.terms if len(t) >= 3)]))
-    return [Hit(doc=docs[rowid], score=score, snippet=make_snippet(docs[rowid].blocks, words)) for rowid, score in chosen]
+    return [
+        Hit(doc=docs[rowid], score=score, snippet=make_snippet(docs[rowid].blocks, words)) for rowid, score in chosen
+    ]
 
 
 def is_name_lookup(parsed: ParsedQuery) -> bool:
@@ -158,7 +163,12 @@ def diversified(ranked: list[tuple[int, float]], limit: int, keys: Keys) -> list
             if seen >= MAX_EXAMPLES_PER_SYMBOL:
                 continue
             examples_seen[symbol or ""] = seen + 1
-        elif doc_kind == "api" and symbol and symbol.rsplit(".", 1)[0] in api_symbols and is_class_name(symbol.rsplit(".", 1)[0]):
+        elif (
+            doc_kind == "api"
+            and symbol
+            and symbol.rsplit(".", 1)[0] in api_symbols
+            and is_class_name(symbol.rsplit(".", 1)[0])
+        ):
             parent = symbol.rsplit(".", 1)[0]
             seen = members_seen.get(parent, 0)
             if seen >= MAX_MEMBERS_PER_CLASS:

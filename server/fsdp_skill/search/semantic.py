@@ -39,8 +39,10 @@ LEXICAL_DEPTH = 30
 DENSE_DEPTH = 10
 DENSE_WEIGHT = 0.3
 RRF_K = 10
-ENABLE_HINT = ("install the semantic side: `pip install 'pytorch-fsdp-skill[semantic]'` "
-               "(or `make setup`, which installs it hash-checked from requirements-semantic.txt)")
+ENABLE_HINT = (
+    "install the semantic side: `pip install 'pytorch-fsdp-skill[semantic]'` "
+    "(or `make setup`, which installs it hash-checked from requirements-semantic.txt)"
+)
 
 
 def installed() -> bool:
@@ -90,7 +92,7 @@ class Encoder:
         import numpy as np
 
         model = cls.model()
-        out = [model.passage(list(texts[i:i + 32])) for i in range(0, len(texts), 32)]
+        out = [model.passage(list(texts[i : i + 32])) for i in range(0, len(texts), 32)]
         return np.vstack(out).astype("<f4") if out else np.zeros((0, DIMENSIONS), dtype="<f4")
 
     @classmethod

@@ -95,7 +95,7 @@ def _outside_link(text: str, start: int) -> int:
     """`start`, or the end of the markdown link it falls inside: a snippet never opens mid-link."""
     for match in _LINK.finditer(text):
         if match.start() < start < match.end():
-            return match.end() + (1 if text[match.end():match.end() + 1] == " " else 0)
+            return match.end() + (1 if text[match.end() : match.end() + 1] == " " else 0)
         if match.start() >= start:
             break
     return start
@@ -138,8 +138,12 @@ def make_snippet(blocks: Sequence[Block], words: Sequence[str], budget: int = SN
     if scores[best] == 0:
         best = 0
     # A lone code block reads better with the sentence that introduces it.
-    if (best > 0 and blocks[best][0] == "code" and blocks[best - 1][0] == "text"
-            and len(blocks[best - 1][1]) + len(blocks[best][1]) + 2 <= budget):
+    if (
+        best > 0
+        and blocks[best][0] == "code"
+        and blocks[best - 1][0] == "text"
+        and len(blocks[best - 1][1]) + len(blocks[best][1]) + 2 <= budget
+    ):
         best -= 1
     pieces: list[str] = []
     used = 0

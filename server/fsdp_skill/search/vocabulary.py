@@ -90,10 +90,17 @@ def parse_vocabulary(text: str) -> Vocabulary:
         for full in entry["full"]:
             written_out[full] = entry["short"]
     return Vocabulary(
-        stop_words=frozenset(data["stop_words"]["words"].split()), term_aliases=term_aliases,
-        symbol_aliases=symbol_aliases, scopes=scopes, topic_abbreviations=frozenset(topics),
-        case_sensitive=case_sensitive, synonyms=synonyms, phrase_rewrites=tuple(rewrites),
-        phrase_scopes=tuple(phrase_scopes), prefixes=prefixes, name_abbreviations=written_out,
+        stop_words=frozenset(data["stop_words"]["words"].split()),
+        term_aliases=term_aliases,
+        symbol_aliases=symbol_aliases,
+        scopes=scopes,
+        topic_abbreviations=frozenset(topics),
+        case_sensitive=case_sensitive,
+        synonyms=synonyms,
+        phrase_rewrites=tuple(rewrites),
+        phrase_scopes=tuple(phrase_scopes),
+        prefixes=prefixes,
+        name_abbreviations=written_out,
         sources=tuple(sources),
     )
 

@@ -66,7 +66,12 @@ def render_page(lines: list[ApiLine], module: str | None, start_index: int) -> t
         if line.module != current:
             continued = not out and start_index and lines[start_index - 1].module == line.module
             text += f"\n## {line.module}{' (continued)' if continued else ''}\n"
-        text += f"- {line.name}" + (" (deprecated)" if line.deprecated else "") + (f": {line.summary}" if line.summary else "") + "\n"
+        text += (
+            f"- {line.name}"
+            + (" (deprecated)" if line.deprecated else "")
+            + (f": {line.summary}" if line.summary else "")
+            + "\n"
+        )
         if out and used + len(text) > PAGE_CHARS:
             break
         out.append(text)
@@ -75,10 +80,14 @@ def render_page(lines: list[ApiLine], module: str | None, start_index: int) -> t
         end += 1
     filters = f"module={module!r}, " if module else ""
     if end < total:
-        footer = (f"\n[names {start_index + 1}-{end} of {total}. Next page: list_api({filters}start_index={end}). "
-                  "get_api(name) gives a name's full entry.]")
+        footer = (
+            f"\n[names {start_index + 1}-{end} of {total}. Next page: list_api({filters}start_index={end}). "
+            "get_api(name) gives a name's full entry.]"
+        )
     else:
-        footer = f"\n[names {start_index + 1}-{end} of {total}: the last page. get_api(name) gives a name's full entry.]"
+        footer = (
+            f"\n[names {start_index + 1}-{end} of {total}: the last page. get_api(name) gives a name's full entry.]"
+        )
     return "".join(out).lstrip("\n") + footer, end, end if end < total else None
 
 
@@ -92,9 +101,11 @@ def filter_module(lines: list[ApiLine], module: str) -> list[ApiLine]:
     modules = {line.module for line in lines}
     wanted = alias if alias in modules else resolve_prefix(cleaned + ".x")[:-2]
     if not wanted.startswith("torch"):
-        wanted = f"torch.{wanted}" if any(l.module.startswith(f"torch.{wanted}") for l in lines) else wanted
+        wanted = f"torch.{wanted}" if any(line.module.startswith(f"torch.{wanted}") for line in lines) else wanted
     chosen = [line for line in lines if line.module == wanted or line.module.startswith(wanted + ".")]
     if not chosen:
-        raise ApiListError(f"no public names in module {module[:200]!r}: pass one of {', '.join(sorted(modules))}, "
-                           "or omit module to list every name")
+        raise ApiListError(
+            f"no public names in module {module[:200]!r}: pass one of {', '.join(sorted(modules))}, "
+            "or omit module to list every name"
+        )
     return chosen

@@ -5,8 +5,8 @@ Out of the box an unknown prompt, or a prompt argument it does not take, reaches
 echoes the caller's name back whole, however long. Here each one is an INVALID_PARAMS error (or a
 tool error) that quotes at most ~200 characters of the input and lists what would have worked.
 Over stdio, a request line the SDK's parser rejects gets a JSON-RPC error instead of silence
-(stdio.AnsweringReadStream). Tool results also carry their structured content as compact JSON text: the pretty-printed copy the
-SDK sends by default roughly doubles what a client has to read.
+(stdio.AnsweringReadStream). Tool results also carry their structured content as compact JSON text:
+the pretty-printed copy the SDK sends by default roughly doubles what a client has to read.
 """
 
 from __future__ import annotations

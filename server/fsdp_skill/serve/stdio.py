@@ -45,7 +45,7 @@ class AnsweringReadStream:
             item = await self._inner.receive()
             reply = error_reply(item) if isinstance(item, Exception) else None
             if reply is None:
-                return item  # type: ignore[no-any-return]
+                return item
             await self._write_stream.send(SessionMessage(reply))
 
     async def aclose(self) -> None:

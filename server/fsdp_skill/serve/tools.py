@@ -12,9 +12,10 @@ from pathlib import Path
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
 from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
-from fsdp_skill.search.ranking import KINDS, search
+from fsdp_skill.search.ranking import search
 from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve.api_list import ApiListError, api_lines, filter_module, render_page
 from fsdp_skill.serve.results import (
@@ -36,14 +37,15 @@ from fsdp_skill.serve.results import (
     VerificationStatus,
     VerifyResult,
 )
-from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
+from fsdp_skill.serve.verification import VerificationReport, run_verification, summarize
+
+__all__ = ["ToolInputError", "Toolbox"]
 
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
 MAX_WORLD_SIZE = 8
 # list_examples pages: the full listing runs to thousands of tokens, more than a model needs at once.
 EXAMPLE_PAGE, MAX_EXAMPLE_PAGE = 25, 200
-EXAMPLE_STATUSES = ("passed", "failed", "skipped", "doc-bug", NOT_VERIFIED)
 MAX_VERIFY_TIMEOUT = 600.0
 
 
@@ -70,16 +72,25 @@ class Toolbox:
     def search_docs(self, query: str, limit: int = 5, kind: str | None = None) -> SearchResponse:
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolInputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}: pass e.g. limit=5")
-        if kind is not None and kind not in KINDS:
-            raise ToolInputError(f"unknown kind {quote(kind)}: pass one of {', '.join(KINDS)}, or omit it to search all")
+        if kind is not None and kind not in DOCUMENT_KINDS:
+            raise ToolInputError(
+                f"unknown kind {quote(kind)}: pass one of {', '.join(DOCUMENT_KINDS)}, or omit it to search all"
+            )
         try:
             hits = search(self.index, query, limit=limit, kind=kind)
         except QueryError as exc:
             raise ToolInputError(str(exc)) from None
         results = [
             SearchResult(
-                id=h.doc.id, kind=h.doc.kind, title=h.doc.title, symbol=h.doc.symbol, reference=h.doc.reference,
-                anchor=h.doc.anchor, url=h.doc.url, snippet=h.snippet, score=round(h.score, 3),
+                id=h.doc.id,
+                kind=h.doc.kind,
+                title=h.doc.title,
+                symbol=h.doc.symbol,
+                reference=h.doc.reference,
+                anchor=h.doc.anchor,
+                url=h.doc.url,
+                snippet=h.snippet,
+                score=round(h.score, 3),
             )
             for h in hits
         ]
@@ -111,16 +122,21 @@ class Toolbox:
         qualified, others = self.resolve_symbol(symbol)
         entry = self.index.payload("api", qualified)
         if entry is None:  # an alias of a module with no entry of its own (e.g. DCP)
-            raise ToolInputError(f"{quote(symbol)} means {qualified}, which has no API entry of its own: "
-                                 f"call search_docs({qualified!r}) for its pages")
+            raise ToolInputError(
+                f"{quote(symbol)} means {qualified}, which has no API entry of its own: "
+                f"call search_docs({qualified!r}) for its pages"
+            )
         examples = [
-            ExampleBrief(id=ex["id"], code=ex["code"], world_size=ex["world_size"],
-                         status=summarize(self.report.statuses(ex["id"])))
+            ExampleBrief(
+                id=ex["id"],
+                code=ex["code"],
+                world_size=ex["world_size"],
+                status=summarize(self.report.statuses(ex["id"])),
+            )
             for ex in self.index.examples_of(qualified)
         ]
         fields = {k: entry[k] for k in ApiEntryResult.model_fields if k in entry and k != "examples"}
-        return ApiEntryResult(**fields, examples=examples, torch_version=self.index.torch_version,
-                              other_matches=others)
+        return ApiEntryResult(**fields, examples=examples, torch_version=self.index.torch_version, other_matches=others)
 
     def list_api(self, module: str | None = None, start_index: int = 0) -> ApiListPage:
         lines = api_lines(self.index.payloads("api"))
@@ -130,8 +146,15 @@ class Toolbox:
             text, end, next_start = render_page(lines, module, start_index)
         except ApiListError as exc:
             raise ToolInputError(str(exc)) from None
-        return ApiListPage(module=module or None, start_index=start_index, end_index=end, total=len(lines),
-                           next_start_index=next_start, text=text, torch_version=self.index.torch_version)
+        return ApiListPage(
+            module=module or None,
+            start_index=start_index,
+            end_index=end,
+            total=len(lines),
+            next_start_index=next_start,
+            text=text,
+            torch_version=self.index.torch_version,
+        )
 
     # ------------------------------------------------------------------ references
 
@@ -147,8 +170,11 @@ class Toolbox:
         for name in self.reference_names():
             meta = known.get(name)
             if meta:
-                infos.append(ReferenceInfo(name=name, title=meta["title"], description=meta["description"],
-                                           tokens=meta["tokens"]))
+                infos.append(
+                    ReferenceInfo(
+                        name=name, title=meta["title"], description=meta["description"], tokens=meta["tokens"]
+                    )
+                )
             else:
                 text = (self.references_dir / name).read_text(encoding="utf-8")
                 title = next((ln.lstrip("# ").strip() for ln in text.splitlines() if ln.startswith("#")), name)
@@ -159,14 +185,17 @@ class Toolbox:
         valid = self.reference_names()
         listing = ", ".join(valid) or f"(none: {rebuild_hint(self.root)})"
         if "\0" in name or "/" in name or "\\" in name or name.startswith(".") or Path(name).is_absolute():
-            raise ToolInputError(f"{quote(name)} is not a reference name: pass a bare file name from list_references, "
-                                 f"one of: {listing}")
+            raise ToolInputError(
+                f"{quote(name)} is not a reference name: pass a bare file name from list_references, one of: {listing}"
+            )
         candidate = name if name.endswith(".md") else f"{name}.md"
         if candidate not in valid:
             raise ToolInputError(f"unknown reference {quote(name)}: pass one of: {listing}")
         path = (self.references_dir / candidate).resolve()
         if not path.is_relative_to(self.references_dir.resolve()) or not path.is_file():
-            raise ToolInputError(f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}")
+            raise ToolInputError(
+                f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}"
+            )
         return path
 
     def _section_text(self, reference: str, text: str, section: str) -> tuple[str, str]:
@@ -179,8 +208,10 @@ class Toolbox:
         if position is None:
             close = _closest(wanted, [a["anchor"] for a in anchors], n=6)
             hint = f" Closest anchors: {', '.join(close)}." if close else ""
-            raise ToolInputError(f"no section {quote(section)} in {reference}.{hint} Call read_reference({reference!r}) "
-                                 "without section to read its table of contents.")
+            raise ToolInputError(
+                f"no section {quote(section)} in {reference}.{hint} Call read_reference({reference!r}) "
+                "without section to read its table of contents."
+            )
         here = anchors[position]
         following = [a for a in anchors[position + 1 :] if a["level"] <= here["level"]]
         lines = text.splitlines(keepends=True)
@@ -191,8 +222,9 @@ class Toolbox:
         stop = anchors.index(following[0]) if following else len(anchors)
         return here["anchor"], "\n\n".join(a["markdown"] for a in anchors[position:stop])
 
-    def read_reference(self, name: str, section: str | None = None, start_index: int = 0,
-                       max_chars: int = 8000) -> ReferencePage:
+    def read_reference(
+        self, name: str, section: str | None = None, start_index: int = 0, max_chars: int = 8000
+    ) -> ReferencePage:
         path = self._reference_file(name)
         if not MIN_PAGE <= max_chars <= MAX_PAGE:
             raise ToolInputError(f"max_chars must be between {MIN_PAGE} and {MAX_PAGE}, got {max_chars}")
@@ -219,24 +251,35 @@ class Toolbox:
             page = page.rstrip("\n") + "\n" + _closing_fence(still_open) + "\n"
         section_arg = f", section={anchor!r}" if anchor else ""
         if end < total:
-            footer = (f"\n[{path.name}{'#' + anchor if anchor else ''}: characters {start_index}-{end} of {total}. "
-                      f"Next page: read_reference(name={path.name!r}{section_arg}, start_index={end})]")
+            footer = (
+                f"\n[{path.name}{'#' + anchor if anchor else ''}: characters {start_index}-{end} of {total}. "
+                f"Next page: read_reference(name={path.name!r}{section_arg}, start_index={end})]"
+            )
         else:
             footer = f"\n[end of {path.name}{'#' + anchor if anchor else ''}: {total} characters]"
-        return ReferencePage(name=path.name, section=anchor, start_index=start_index, end_index=end,
-                             total_chars=total, next_start_index=end if end < total else None,
-                             text=page.rstrip("\n") + "\n" + footer)
+        return ReferencePage(
+            name=path.name,
+            section=anchor,
+            start_index=start_index,
+            end_index=end,
+            total_chars=total,
+            next_start_index=end if end < total else None,
+            text=page.rstrip("\n") + "\n" + footer,
+        )
 
     # ------------------------------------------------------------------ examples and patterns
 
-    def list_examples(self, symbol: str | None = None, status: str | None = None, start_index: int = 0,
-                      limit: int = EXAMPLE_PAGE) -> ExampleList:
+    def list_examples(
+        self, symbol: str | None = None, status: str | None = None, start_index: int = 0, limit: int = EXAMPLE_PAGE
+    ) -> ExampleList:
         if not 1 <= limit <= MAX_EXAMPLE_PAGE:
-            raise ToolInputError(f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}")
+            raise ToolInputError(
+                f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}"
+            )
         if start_index < 0:
             raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
-        if status is not None and status not in EXAMPLE_STATUSES:
-            raise ToolInputError(f"unknown status {quote(status)}: pass one of {', '.join(EXAMPLE_STATUSES)}, or omit it")
+        if status is not None and status not in STATUS_FILTERS:
+            raise ToolInputError(f"unknown status {quote(status)}: pass one of {', '.join(STATUS_FILTERS)}, or omit it")
         payloads = self.index.payloads("example")
         if symbol and symbol.strip():
             needle = resolve_prefix(symbol.strip()).lower()
@@ -246,39 +289,67 @@ class Toolbox:
             rows = [(p, statuses) for p, statuses in rows if status in _status_words(statuses)]
         total = len(rows)
         if start_index and start_index >= total:
-            raise ToolInputError(f"start_index {start_index} is past the end ({total} examples match): start below {total}")
+            raise ToolInputError(
+                f"start_index {start_index} is past the end ({total} examples match): start below {total}"
+            )
         page = rows[start_index : start_index + limit]
         end = start_index + len(page)
-        infos = [ExampleInfo(id=p["id"], status="/".join(_status_words(statuses)), line=_example_line(p, statuses))
-                 for p, statuses in page]
-        filters = "".join(f", {name}={quote(value)}" for name, value in (("symbol", symbol), ("status", status)) if value)
+        infos = [
+            ExampleInfo(id=p["id"], status="/".join(_status_words(statuses)), line=_example_line(p, statuses))
+            for p, statuses in page
+        ]
+        filters = "".join(
+            f", {name}={quote(value)}" for name, value in (("symbol", symbol), ("status", status)) if value
+        )
         if end < total:
-            note = (f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
-                    "get_example(id) gives the code and verification details.]")
+            note = (
+                f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
+                "get_example(id) gives the code and verification details.]"
+            )
         elif total:
             note = f"[examples {start_index + 1}-{end} of {total}: the last page. get_example(id) gives the code.]"
         else:
             note = "[no examples match: drop or change the filters]"
-        return ExampleList(total=total, start_index=start_index, next_start_index=end if end < total else None,
-                           examples=infos, note=note)
+        return ExampleList(
+            total=total,
+            start_index=start_index,
+            next_start_index=end if end < total else None,
+            examples=infos,
+            note=note,
+        )
 
     def get_example(self, name: str) -> ExampleDetail:
         example = self.index.payload("example", name.strip())
         if example is None:
             close = _closest(name, self.index.ids("example"), n=6)
             hint = f" Closest ids: {', '.join(close)}." if close else ""
-            raise ToolInputError(f"no example {quote(name)}.{hint} Ids look like 'torch.distributed.all_reduce#1'; "
-                                 "list_examples(symbol=...) lists them.")
+            raise ToolInputError(
+                f"no example {quote(name)}.{hint} Ids look like 'torch.distributed.all_reduce#1'; "
+                "list_examples(symbol=...) lists them."
+            )
         symbol_entry = self.index.payload("api", example["symbol"]) or {}
         statuses = self.report.statuses(example["id"])
         return ExampleDetail(
-            id=example["id"], symbol=example["symbol"], reference=example["reference"], anchor=example["anchor"],
-            url=symbol_entry.get("url"), code=example["code"],
-            steps=[DoctestStepResult(source=s["source"], expected=s.get("expected"),
-                                     expected_by_rank={int(k): v for k, v in (s.get("expected_by_rank") or {}).items()})
-                   for s in _fold_comment_steps(example["steps"])],
-            world_size=example["world_size"], device=example["device"], requires=example["requires"],
-            skip=example.get("skip"), status=summarize(statuses), verification=statuses,
+            id=example["id"],
+            symbol=example["symbol"],
+            reference=example["reference"],
+            anchor=example["anchor"],
+            url=symbol_entry.get("url"),
+            code=example["code"],
+            steps=[
+                DoctestStepResult(
+                    source=s["source"],
+                    expected=s.get("expected"),
+                    expected_by_rank={int(k): v for k, v in (s.get("expected_by_rank") or {}).items()},
+                )
+                for s in _fold_comment_steps(example["steps"])
+            ],
+            world_size=example["world_size"],
+            device=example["device"],
+            requires=example["requires"],
+            skip=example.get("skip"),
+            status=summarize(statuses),
+            verification=statuses,
             torch_version=self.index.torch_version,
         )
 
@@ -299,20 +370,25 @@ class Toolbox:
         if pattern is None:
             names = sorted(self.index.ids("pattern"))
             listing = ", ".join(names) if names else "(none yet)"
-            raise ToolInputError(f"no pattern {quote(name)}: pass one of: {listing} (a file name such as "
-                                 "fsdp2_training.py works too)")
+            raise ToolInputError(
+                f"no pattern {quote(name)}: pass one of: {listing} (a file name such as fsdp2_training.py works too)"
+            )
         path = (self.root / pattern["file"]).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
-            raise ToolInputError(f"pattern {quote(name)} is in the catalog but {pattern['file']} is missing from this checkout")
+            raise ToolInputError(
+                f"pattern {quote(name)} is in the catalog but {pattern['file']} is missing from this checkout"
+            )
         # The runner names pattern rows `pattern:<name>` (fsdp_skill.verify.catalog_patterns.PATTERN_PREFIX).
         statuses = self.report.statuses("pattern:" + pattern["name"])
-        return PatternDetail(**pattern, source=path.read_text(encoding="utf-8"), status=summarize(statuses),
-                             verification=statuses)
+        return PatternDetail(
+            **pattern, source=path.read_text(encoding="utf-8"), status=summarize(statuses), verification=statuses
+        )
 
     # ------------------------------------------------------------------ running (serve --allow-run only)
 
-    def verify_example(self, name: str, backend: str = "gloo", world_size: int | None = None,
-                       timeout: float = 120.0) -> VerifyResult:
+    def verify_example(
+        self, name: str, backend: str = "gloo", world_size: int | None = None, timeout: float = 120.0
+    ) -> VerifyResult:
         example = self.index.payload("example", name.strip())
         if example is None:
             self.get_example(name)  # raises with the closest ids

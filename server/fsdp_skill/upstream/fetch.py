@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.metadata
 import os
 import re
 import time
@@ -41,6 +40,7 @@ import httpx
 
 from fsdp_skill.core.errors import NetworkError, UserError
 from fsdp_skill.core.paths import writable_root
+from fsdp_skill.core.torch_version import installed_torch_version
 from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
 from fsdp_skill.upstream.sources import (
     Declaration,
@@ -73,14 +73,6 @@ Sleep = Callable[[float], None]
 
 
 # --- which ref ------------------------------------------------------------------------------------
-
-
-def installed_torch_version() -> str | None:
-    """The installed torch's version string, read from its metadata (torch is not imported)."""
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def torch_tag(version: str) -> str:
@@ -298,6 +290,40 @@ def _check_against_tree(url: str, data: bytes, tree: dict[str, tuple[str, int]],
         )
 
 
+def _upstream_trees(
+    client: httpx.Client, api: str, commits: dict[str, str | None], unchecked: dict[str, str]
+) -> dict[str, dict[str, tuple[str, int]]]:
+    """Each repository's file listing at its commit (path -> git blob, size), to check downloads against;
+    a repository whose listing cannot be had is recorded in `unchecked` with the reason."""
+    trees: dict[str, dict[str, tuple[str, int]]] = {}
+    for name, commit in sorted(commits.items()):
+        trees[name], why = upstream_tree(client, api, name, commit) if commit else ({}, "no commit")
+        if why:
+            unchecked[name] = why
+    return trees
+
+
+def _download(
+    client: httpx.Client,
+    url: str,
+    fetched_from: str,
+    old: ManifestEntry | None,
+    cached: bytes | None,
+    retries: int,
+    sleep: Sleep,
+    ref_hint: str,
+) -> tuple[bytes, str | None]:
+    """(the file's bytes, its ETag): asked for with the cached copy's ETag, so an unchanged file answers 304
+    and the cached bytes (the very object passed in) come back."""
+    headers = {"If-None-Match": old.etag} if cached is not None and old and old.etag else None
+    response = get_with_retries(client, fetched_from, headers=headers, retries=retries, sleep=sleep, ref_hint=ref_hint)
+    if response.status_code == 304 and cached is not None:
+        return cached, old.etag if old else None
+    if response.status_code == 304:
+        raise NetworkError(f"{url}: HTTP 304 to an unconditional request; retry, {_OFFLINE_HINT}")
+    return response.content, response.headers.get("etag")
+
+
 def fetch_sources(
     root: Path | None = None,
     refs: dict[str, str] | None = None,
@@ -328,12 +354,10 @@ def fetch_sources(
     changed: list[str] = []
     unchecked: dict[str, str] = {}
     with open_client(timeout, transport) as client, CacheStage(root) as stage, _progress(show_progress) as bar:
-        commits = {name: resolve_commit(client, name, ref, api) if resolve_commits else None for name, ref in refs.items()}
-        trees: dict[str, dict[str, tuple[str, int]]] = {}
-        for name, commit in sorted(commits.items()):
-            trees[name], why = upstream_tree(client, api, name, commit) if commit else ({}, "no commit")
-            if why:
-                unchecked[name] = why
+        commits = {
+            name: resolve_commit(client, name, ref, api) if resolve_commits else None for name, ref in refs.items()
+        }
+        trees = _upstream_trees(client, api, commits, unchecked)
         task = bar.add_task("fetching", total=len(declaration.sources))
         for source in declaration.sources:
             ref = refs[source.repo]
@@ -342,42 +366,45 @@ def fetch_sources(
             bar.update(task, description=source.path)
             old = previous[source.repo].get(source.path)
             cached = _cached_copy(root, source, old, url)
-            headers = {"If-None-Match": old.etag} if cached is not None and old and old.etag else None
-            response = get_with_retries(
-                client, fetched_from, headers=headers, retries=retries, sleep=sleep, ref_hint=f"{source.repo}@{ref}"
-            )
-            if response.status_code == 304 and cached is not None:
-                data, etag = cached, old.etag if old else None
-                unchanged += 1
-            elif response.status_code == 304:
-                raise NetworkError(f"{url}: HTTP 304 to an unconditional request; retry, {_OFFLINE_HINT}")
-            else:
-                data, etag = response.content, response.headers.get("etag")
+            data, etag = _download(client, url, fetched_from, old, cached, retries, sleep, f"{source.repo}@{ref}")
+            unchanged += cached is not None and data is cached
             commit = commits[source.repo]
             if commit:
                 _check_against_tree(fetched_from, data, trees[source.repo], source.path, commit)
             if old is None or old.sha256 != sha256_hex(data):
                 changed.append(f"{source.dir}/{source.path}")
-            try:
-                chars = len(data.decode("utf-8"))
-            except UnicodeDecodeError:
-                raise NetworkError(f"{fetched_from}: the download is not UTF-8 text; check the URL or pass --ref REF") from None
-            entry = ManifestEntry(
-                path=source.path, repo=source.repo, ref=ref, commit=commits[source.repo], url=url,
-                chars=chars, sha256=sha256_hex(data), etag=etag, licence=source.licence, note=None,
-            )  # fmt: skip
-            stage.add(source.dir, entry, data)
+            stage.add(source.dir, _manifest_entry(source, ref, commit, url, fetched_from, data, etag), data)
             bar.advance(task)
         readme = stage.upstream / "README.md"
-        stage.write("README.md", _readme(readme.read_text(encoding="utf-8") if readme.is_file() else None, refs, commits))
+        previous_readme = readme.read_text(encoding="utf-8") if readme.is_file() else None
+        stage.write("README.md", _readme(previous_readme, refs, commits))
         stage.commit()
-    declared = {(s.repo, s.path) for s in declaration.sources}
-    removed = sorted(f"{declaration.repos[name].dir}/{path}" for name, entries in previous.items() for path in entries
-                     if (name, path) not in declared)
     return CacheUpdate(
         upstream=stage.upstream, files=len(declaration.sources), unchanged=unchanged, refs=refs, commits=commits,
-        changed=changed, removed=removed, unchecked=unchecked, source=raw_base if raw_base != RAW_BASE else None,
+        changed=changed, removed=_removed(declaration, previous), unchecked=unchecked,
+        source=raw_base if raw_base != RAW_BASE else None,
     )
+
+
+def _manifest_entry(
+    source: DeclaredSource, ref: str, commit: str | None, url: str, fetched_from: str, data: bytes, etag: str | None
+) -> ManifestEntry:
+    """The manifest's record of one downloaded file (which must be UTF-8 text)."""
+    try:
+        chars = len(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise NetworkError(f"{fetched_from}: the download is not UTF-8 text; check the URL or pass --ref REF") from None
+    return ManifestEntry(
+        path=source.path, repo=source.repo, ref=ref, commit=commit, url=url,
+        chars=chars, sha256=sha256_hex(data), etag=etag, licence=source.licence, note=None,
+    )  # fmt: skip
+
+
+def _removed(declaration: Declaration, previous: dict[str, dict[str, ManifestEntry]]) -> list[str]:
+    """Cached files the declaration no longer names (the new cache leaves them out)."""
+    declared = {(s.repo, s.path) for s in declaration.sources}
+    return sorted(f"{declaration.repos[name].dir}/{path}" for name, entries in previous.items() for path in entries
+                  if (name, path) not in declared)
 
 
 def _progress(enabled: bool) -> Progress:

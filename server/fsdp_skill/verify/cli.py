@@ -1,8 +1,9 @@
 """Command line of the runner: `fsdp-skill verify`, `python -m fsdp_skill.verify`, scripts/verify_examples.py.
 
 All three parse the same flags (`add_arguments`) and call `cli_verify`: the catalog's examples first
-(pooled ranks), then its patterns (each a torchrun job, rows named `pattern:<name>`). Exit codes: 0 when
-nothing failed, 1 when any example or pattern failed, 2 for bad input (one line on stderr, no traceback).
+(pooled ranks), then its patterns (each a torchrun job, rows named `pattern:<name>`), then the claim checks
+of assets/checks/ (`claim:<name>`, see `claims`). Exit codes: 0 when nothing failed, 1 when any example,
+pattern or claim check failed, 2 for bad input (one line on stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -14,16 +15,44 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.atomic import unwritable_reason
 from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
 from fsdp_skill.core.paths import repo_root, writable_root
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES
 
 from .args import add_arguments
-from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
-from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
-from fsdp_skill.core.atomic import unwritable_reason
-
-from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
+from .catalog_patterns import (
+    PATTERN_PREFIX,
+    PatternSpec,
+    is_pattern_id,
+    pattern_timeout,
+    patterns_from_catalog,
+    run_patterns,
+    select_patterns,
+)
+from .claims import (
+    ClaimCheck,
+    checks_dir,
+    is_claim_id,
+    load_checks,
+    run_checks,
+    select_checks,
+)
+from .examples import (
+    ExampleSpec,
+    examples_from_catalog,
+    read_catalog,
+    select,
+)
+from .patterns import PatternHeaderError
 from .plan import MAX_LOCAL_RANKS
+from .report import (
+    build_report,
+    counts,
+    dumps_json,
+    write_atomic,
+    write_report,
+)
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
 _STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}
@@ -37,17 +66,13 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class _InputError(Exception):
-    pass
-
-
 def _options(args: argparse.Namespace) -> RunOptions:
     if not args.timeout or args.timeout <= 0:
-        raise _InputError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+        raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.world_size is not None and not 1 <= args.world_size <= 64:
-        raise _InputError(f"--world-size must be between 1 and 64, got {args.world_size}")
+        raise UserError(f"--world-size must be between 1 and 64, got {args.world_size}")
     if args.world_size is not None and args.world_size > MAX_LOCAL_RANKS and not launched_by_torchrun():
-        raise _InputError(
+        raise UserError(
             f"--world-size {args.world_size}: this runner starts at most {MAX_LOCAL_RANKS} processes on one machine; "
             f"for more ranks launch it across nodes: torchrun --nnodes N --nproc-per-node M "
             f"scripts/verify_examples.py --world-size {args.world_size}"
@@ -60,6 +85,7 @@ class _Selection:
     torch_version: str | None
     examples: list[ExampleSpec]
     patterns: list[PatternSpec]
+    claims: list[ClaimCheck]
     known: set[str]  # every example and pattern id in the catalog (the report drops rows of others)
 
 
@@ -67,28 +93,61 @@ def _selected(args: argparse.Namespace) -> _Selection:
     path = Path(args.catalog) if getattr(args, "catalog", None) else repo_root() / "references" / "catalog.json"
     data = read_catalog(path)
     only_patterns, no_patterns = getattr(args, "only_patterns", False), getattr(args, "no_patterns", False)
-    # Parsing the examples costs a second on a full catalog: skip it when only patterns run.
-    all_examples = [] if only_patterns else examples_from_catalog(data, path)
-    all_patterns = [] if no_patterns else patterns_from_catalog(data, repo_root(), where=str(path))
+    only_claims, no_claims = getattr(args, "only_claims", False), getattr(args, "no_claims", False)
+    # Parsing the examples costs a second on a full catalog: skip it when only patterns or claims run.
+    all_examples = [] if only_patterns or only_claims else examples_from_catalog(data, path)
+    all_patterns = [] if no_patterns or only_claims else patterns_from_catalog(data, repo_root(), where=str(path))
+    all_claims = [] if only_patterns or no_claims else _claim_checks()
     ids = args.ids or []
-    example_ids = [i for i in ids if not is_pattern_id(i)]
+    claim_ids = [i for i in ids if is_claim_id(i)]
+    example_ids = [i for i in ids if not is_pattern_id(i) and not is_claim_id(i)]
     pattern_ids = [i for i in ids if is_pattern_id(i)]
+    if only_claims and (example_ids or pattern_ids):
+        named = (example_ids + pattern_ids)[0]
+        raise UserError(f"--only-claims runs only claim checks, but --id {named!r} names none: drop one of the two")
+    if no_claims and claim_ids:
+        raise UserError(f"--no-claims runs no claim checks, but --id {claim_ids[0]!r} names one: drop one of the two")
     if only_patterns and example_ids:
-        raise _InputError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
+        raise UserError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
     if no_patterns and pattern_ids:
-        raise _InputError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
+        raise UserError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
     # Ids that name only patterns select no example (and the reverse): --id is "exactly these".
     examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
-    patterns = select_patterns(all_patterns, ids=ids, pattern=args.pattern)
-    if not examples and not patterns:
+    patterns = [] if ids and not pattern_ids else select_patterns(all_patterns, ids=ids, pattern=args.pattern)
+    try:
+        claims = [] if ids and not claim_ids else select_checks(all_claims, ids=claim_ids, pattern=args.pattern)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if not examples and not patterns and not claims:
         if only_patterns and not all_patterns:
-            raise _InputError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
-        what = "pattern id" if only_patterns else "example id" if no_patterns else "example id or pattern id"
-        raise _InputError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
+            raise UserError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
+        if only_claims and not all_claims:
+            raise UserError(f"{checks_dir(repo_root())} holds no claim checks")
+        if only_patterns:
+            what = "pattern id"
+        elif only_claims:
+            what = "claim id"
+        elif no_patterns and not all_claims:
+            what = "example id"
+        else:
+            what = "example, pattern or claim id" if all_claims else "example id or pattern id"
+        raise UserError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
     # Straight from the JSON, so that rows of the kind this run skipped stay in the report.
     known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
-    known |= {PATTERN_PREFIX + p["name"] for p in data.get("patterns") or [] if isinstance(p, dict) and isinstance(p.get("name"), str)}
-    return _Selection(data.get("torch_version"), examples, patterns, known)
+    known |= {
+        PATTERN_PREFIX + p["name"]
+        for p in data.get("patterns") or []
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    }
+    known |= {c.id for c in all_claims}
+    return _Selection(data.get("torch_version"), examples, patterns, claims, known)
+
+
+def _claim_checks() -> list[ClaimCheck]:
+    try:
+        return load_checks(repo_root())
+    except PatternHeaderError as exc:
+        raise UserError(f"{exc}: fix the check's header") from None
 
 
 def _progress_printer(total: int) -> Any:
@@ -96,8 +155,12 @@ def _progress_printer(total: int) -> Any:
 
     def show(result: Result) -> None:
         done[0] += 1
-        print(f"[{done[0]:>3}/{total}] {result['status']:<8} {result['name']} (ws {result['world_size']}, {result['seconds']:.2f} s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{done[0]:>3}/{total}] {result['status']:<8} {result['name']} (ws {result['world_size']}, "
+            f"{result['seconds']:.2f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return show
 
@@ -149,7 +212,7 @@ def print_details(results: list[Result]) -> None:
 def summary_line(results: list[Result], kind: str = "examples") -> str:
     """'verify: examples: 27 passed, 5 doc-bug, ...' — patterns have no doc-bug status, so it is left out."""
     tally = counts(results)
-    statuses = [s for s in STATUSES if kind == "examples" or s != "doc-bug"]
+    statuses = EXAMPLE_STATUSES if kind == "examples" else PATTERN_STATUSES
     return f"verify: {kind}: " + ", ".join(f"{tally.get(s, 0)} {s}" for s in statuses) + f" ({len(results)} {kind})"
 
 
@@ -175,20 +238,21 @@ def cli_verify(args: argparse.Namespace) -> int:
             writable_root("--write-report rewrites references/verification.{md,json}")
         chosen = _selected(args)
         launched = launched_by_torchrun()
-        if launched and not chosen.examples:
-            raise _InputError(
+        if launched and not chosen.examples:  # patterns and claim checks each start their own torchrun
+            raise UserError(
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
             )
         _check_report_paths(args)
-    except (CatalogReadError, _InputError, UserError) as exc:
+    except UserError as exc:  # a bad flag or report path, or a catalog that is missing or not a catalog
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     import torch  # the runner's one dependency; imported only once the input is known to be good
 
     torch_version = torch.__version__.split("+")[0]
     patterns = [] if launched else chosen.patterns
-    progress = _progress_printer(len(chosen.examples) + len(patterns))
+    claims = [] if launched else chosen.claims
+    progress = _progress_printer(len(chosen.examples) + len(patterns) + len(claims))
     try:
         results = _run_examples(chosen.examples, options, progress)
     except ValueError as exc:
@@ -197,11 +261,17 @@ def cli_verify(args: argparse.Namespace) -> int:
     if results is None:
         return 0
     pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
-    if results:
-        print_table(results)
-    if pattern_results:
-        print_table(pattern_results, label="pattern")
-    print_details(results + pattern_results)
+    claim_results = run_checks(claims, options.timeout_s, progress=progress)
+    _print_outcome(results, pattern_results, claim_results, chosen, options, torch_version, launched)
+    everything = results + pattern_results + claim_results
+    if not _write_reports(args, build_report(everything, torch_version), chosen, options):
+        return 2
+    return 1 if any(r["status"] == "failed" for r in everything) else 0
+
+
+def _print_notes(chosen: _Selection, options: RunOptions, torch_version: str, launched: bool,
+                 ran_patterns: bool, ran_claims: bool) -> None:
+    """What a reader should know about the catalog and this run beside the tables."""
     notes = [f"{s.id}: {note}" for s in chosen.examples for note in s.notes]
     if notes:
         print("\ncatalog notes (fix in the catalog build):\n  " + "\n  ".join(notes))
@@ -209,14 +279,35 @@ def cli_verify(args: argparse.Namespace) -> int:
         print(f"\nnote: the catalog was built from torch {chosen.torch_version}; this is torch {torch_version}")
     if launched and chosen.patterns:
         print(f"\nnote: {len(chosen.patterns)} {PATTERNS_UNDER_TORCHRUN}")
-    if pattern_results and options.world_size is not None:
-        print(f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to examples")
-    if results:
-        print(summary_line(results, "examples"))
-    if pattern_results:
-        print(summary_line(pattern_results, "patterns"))
-    everything = results + pattern_results
-    report = build_report(everything, torch_version)
+    if launched and chosen.claims:
+        print(
+            f"\nnote: {len(chosen.claims)} claim checks not run under torchrun; "
+            "run `fsdp-skill verify --only-claims` without a launcher"
+        )
+    if ran_claims and options.backend == "nccl":
+        print("\nnote: claim checks without `requires: cuda` state gloo/CPU behaviour and ran on gloo")
+    if ran_patterns and options.world_size is not None:
+        print(
+            f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to "
+            "examples"
+        )
+
+
+def _print_outcome(results: list[Result], pattern_results: list[Result], claim_results: list[Result],
+                   chosen: _Selection, options: RunOptions, torch_version: str, launched: bool) -> None:
+    """The tables, each failure's details, notes on the catalog and the run, and the summary lines."""
+    for rows, label in ((results, "example"), (pattern_results, "pattern"), (claim_results, "claim")):
+        if rows:
+            print_table(rows, label=label)
+    print_details(results + pattern_results + claim_results)
+    _print_notes(chosen, options, torch_version, launched, bool(pattern_results), bool(claim_results))
+    for rows, kind in ((results, "examples"), (pattern_results, "patterns"), (claim_results, "claims")):
+        if rows:
+            print(summary_line(rows, kind))
+
+
+def _write_reports(args: argparse.Namespace, report: dict[str, Any], chosen: _Selection, options: RunOptions) -> bool:
+    """--json and --write-report; False (with one line on stderr) when a report cannot be written."""
     try:
         if args.json_path:
             write_atomic(Path(args.json_path), dumps_json(report))
@@ -228,8 +319,8 @@ def cli_verify(args: argparse.Namespace) -> int:
     except OSError as exc:  # checked at the start, so only a disk filling up or a folder removed meanwhile
         print(f"verify: error: cannot write the report {exc.filename or ''} ({exc.strerror}); "
               "the results are printed above", file=sys.stderr)
-        return 2
-    return 1 if any(r["status"] == "failed" for r in everything) else 0
+        return False
+    return True
 
 
 def _check_report_paths(args: argparse.Namespace) -> None:
@@ -240,7 +331,7 @@ def _check_report_paths(args: argparse.Namespace) -> None:
     for flag, path in targets:
         reason = unwritable_reason(path)
         if reason:
-            raise _InputError(f"{flag} {path}: {reason}")
+            raise UserError(f"{flag} {path}: {reason}")
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
