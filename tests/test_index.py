@@ -489,10 +489,10 @@ def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_cat
 # (set, mode) → (Recall@5, MRR). The blind set is gated too, but never tuned on: a fall below its gate
 # means a change hurt questions nobody tuned for.
 GATES = {
-    ("queries.jsonl", "lexical"): (0.96, 0.85),
-    ("blind.jsonl", "lexical"): (0.71, 0.58),
+    ("queries.jsonl", "lexical"): (0.96, 0.84),
+    ("blind.jsonl", "lexical"): (0.72, 0.57),
     ("queries.jsonl", "semantic"): (0.95, 0.86),
-    ("blind.jsonl", "semantic"): (0.78, 0.65),
+    ("blind.jsonl", "semantic"): (0.77, 0.66),
     ("multilingual.jsonl", "semantic"): (0.75, 0.45),
 }
 
