@@ -6,7 +6,7 @@ the strengths it produces (`ParsedQuery.symbols`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from fsdp_skill.search.identifiers import identifier_parts, is_identifier
@@ -78,7 +78,7 @@ def named_symbols(names: NameTable, parsed: ParsedQuery) -> dict[str, float]:
     return strengths
 
 
-def _lift_spelling(names: NameTable, word: str, lift) -> None:
+def _lift_spelling(names: NameTable, word: str, lift: Callable[[str, float], None]) -> None:
     matches = names.resolve_name(word)
     if not matches:
         return
