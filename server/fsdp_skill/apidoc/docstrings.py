@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,9 @@ def _split_options_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+_EXPLICIT_SIGNATURE = re.compile(r"\s*\(.*\)\s*(->.*)?$", re.DOTALL)
+
+
 def document(directive: str, argument: str, *, options: dict[str, str], current_module: str | None,
              origin: str, line: int, warn: Warn) -> list[ApiDoc]:
     """The ApiDocs an autodoc directive stands for ([] with a warning if a name does not import)."""
@@ -80,10 +84,14 @@ def document(directive: str, argument: str, *, options: dict[str, str], current_
     names = [n.strip() for n in argument.split("\n") if n.strip()] if directive == "autosummary" else [argument.strip()]
     docs: list[ApiDoc] = []
     for name in names:
+        # Sphinx lets a directive spell the signature itself (`autoclass:: Handler()`,
+        # `automethod:: build(rank, store)`); the object is the name before it.
+        name = _EXPLICIT_SIGNATURE.sub("", name)
         resolved = introspect.resolve(name, current_module)
         if resolved is None:
             where = f" (current module {current_module})" if current_module else ""
-            warn(origin, line, f"{directive} {name}: cannot import it from the installed torch{where}")
+            why = introspect.import_failure(name, current_module)
+            warn(origin, line, f"{directive} {name}: cannot import it from the installed torch{where}" + (f": {why}" if why else ""))
             continue
         kind = introspect.kind_of(resolved.obj, resolved.parent)
         doc = build_doc(resolved.qualified_name, resolved.obj, kind, resolved.parent, ctx)

@@ -162,15 +162,24 @@ def _reason(name: str, obj: Any, dep: Deprecation | None) -> str:
     return "public in the installed torch, but no autodoc directive on the pinned pages covers it"
 
 
+def _missing_reason(import_failure: str | None, torch_version: str) -> str:
+    if import_failure is None:
+        return f"not in torch {torch_version}: its module imports, but has no such name"
+    if re.search(r"No module named '[\w.]+'", import_failure):
+        return f"{import_failure} (an optional dependency that torch does not install and this environment lacks)"
+    return import_failure
+
+
 def build_drift(documented: set[str], *, torch_version: str, ref: str | None = None,
-                missing: Iterable[tuple[str, str]] = ()) -> str:
+                missing: Iterable[tuple[str, str]] = (), import_failures: dict[str, str] | None = None) -> str:
     with warnings.catch_warnings():  # deprecated objects warn when merely inspected
         warnings.simplefilter("ignore")
-        return _build_drift(documented, torch_version=torch_version, ref=ref, missing=missing)
+        return _build_drift(documented, torch_version=torch_version, ref=ref, missing=missing,
+                            import_failures=import_failures or {})
 
 
 def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
-                 missing: Iterable[tuple[str, str]]) -> str:
+                 missing: Iterable[tuple[str, str]], import_failures: dict[str, str]) -> str:
     """The api-drift.md text. documented: qualified names and aliases the references document;
     missing: (name, where) of directives whose name did not import (from docstrings.document's
     warnings), added to the names in `documented` that do not resolve."""
@@ -237,10 +246,14 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
         "",
         f"## Documented but missing from torch {torch_version} ({len(unresolved)})",
         "",
-        "The pages name these, but they do not import from the installed torch.",
+        "The pages name these, but they do not import from the installed torch: either the name is not in it "
+        "(removed or renamed), or its module fails to import here (an optional dependency is not installed).",
         "",
-        "| name | documented in |",
-        "|---|---|",
+        "| name | documented in | why |",
+        "|---|---|---|",
     ]
-    lines += [f"| `{name}` | {_cell(where)} |" for name, where in sorted(unresolved.items())]
+    lines += [
+        f"| `{name}` | {_cell(where)} | {_cell(_missing_reason(import_failures.get(name), torch_version))} |"
+        for name, where in sorted(unresolved.items())
+    ]
     return "\n".join(lines) + "\n"

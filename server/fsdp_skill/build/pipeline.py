@@ -129,11 +129,14 @@ class _Warnings:
     not a conversion problem but API drift: it is kept apart and reported in api-drift.md."""
 
     # The wording of docstrings.document's warning for a name that does not import.
-    _MISSING = re.compile(r"^\w+ (?P<name>\S+): cannot import it from the installed torch(?: \(current module (?P<module>[\w.]+)\))?")
+    _MISSING = re.compile(
+        r"^\w+ (?P<name>\S+): cannot import it from the installed torch(?: \(current module (?P<module>[\w.]+)\))?(?:: (?P<why>.+))?"
+    )
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.missing: list[tuple[str, str]] = []  # (qualified name, "file:line")
+        self.import_failures: dict[str, str] = {}  # qualified name -> why its module does not import
 
     def __call__(self, origin: str, line: int, message: str) -> None:
         match = self._MISSING.match(message)
@@ -141,6 +144,8 @@ class _Warnings:
             name, module = match.group("name"), match.group("module")
             qualified = name if name.startswith("torch.") or not module else f"{module}.{name}"
             self.missing.append((qualified, f"{origin}:{line}"))
+            if match.group("why"):
+                self.import_failures[qualified] = match.group("why")
             return
         self.lines.append(f"{origin}:{line}: {message}")
 
@@ -317,7 +322,9 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
             upstream_names.add(documented.doc.qualified_name)
             upstream_names.update(documented.doc.aliases)
     docs_ref = ref or _docs_ref(root, pages)
-    drift_text = drift.build_drift(upstream_names, torch_version=torch_version, ref=docs_ref, missing=warn.missing)
+    drift_text = drift.build_drift(
+        upstream_names, torch_version=torch_version, ref=docs_ref, missing=warn.missing, import_failures=warn.import_failures
+    )
     files[DRIFT_FILE] = drift_text if drift_text.endswith("\n") else drift_text + "\n"
     drift_sections = split_sections(files[DRIFT_FILE])
     references.append(
