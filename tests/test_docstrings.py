@@ -330,3 +330,13 @@ def test_an_automethod_nested_in_an_autoclass_body_documents_that_member() -> No
     rst_to_markdown(".. autoclass:: RendezvousStoreInfo\n\n   .. automethod:: build(rank, store)\n", origin="x.rst",
                     warn=lambda o, ln, m: None, autodoc=hook)
     assert calls == [("autoclass", "RendezvousStoreInfo", {"members": "build"})]
+
+
+def test_a_member_a_siblings_deprecation_message_names_is_marked_deprecated_saying_where_it_is_stated() -> None:
+    [doc], _ = doc_of("autoclass", "torch.distributed.fsdp.FullyShardedDataParallel", current_module=None,
+                      members="state_dict_type, set_state_dict_type, summon_full_params")
+    by_name = {m.qualified_name.rsplit(".", 1)[-1]: m for m in doc.members}
+    assert by_name["set_state_dict_type"].deprecation is not None
+    stated = by_name["state_dict_type"].deprecation
+    assert stated is not None and stated.message.startswith("Stated in the deprecation warning of FullyShardedDataParallel.set_state_dict_type")
+    assert by_name["summon_full_params"].deprecation is None  # not named by any sibling's message

@@ -349,3 +349,13 @@ def test_server_module_never_imports_torch(tree: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+def test_closest_api_names_are_close_in_name_not_names_sharing_a_fragment() -> None:
+    from fsdp_skill.serve.tools import closest_api_names
+
+    names = ["torch.distributed.checkpoint.DefaultLoadPlanner.transform_tensor",
+             "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy", "torch.distributed.all_reduce"]
+    assert closest_api_names("transformer_wrap_policy", names) == ["torch.distributed.fsdp.wrap.transformer_auto_wrap_policy"]
+    assert closest_api_names("transformer_autowrap", names[:1]) == []
+    assert closest_api_names("dist.all_reduc", names) == ["torch.distributed.all_reduce"]

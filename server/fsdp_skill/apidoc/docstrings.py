@@ -212,7 +212,7 @@ def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Conte
         listing = "\n".join(f"- `{name}` = `{introspect.format_default(member.value)}`"
                             for name, member in obj.__members__.items())
         doc.description = (doc.description + "\n\n**Members:**\n\n" + listing).strip()
-    doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body))
+    doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body), parent=parent, member=short)
     doc.aliases = introspect.aliases(qualified_name, obj, kind, also=[documented_name])
     return doc
 

@@ -113,9 +113,13 @@ def _summary(obj: Any) -> str:
     return convert_inline(line, escape_html=True)
 
 
-def deprecation_of(obj: Any) -> Deprecation | None:
+def deprecation_of(obj: Any, name: str = "") -> Deprecation | None:
+    """Every signal `deprecation.detect` reads; with the qualified name, a class member also gets the
+    deprecations its siblings state for it."""
     raw = split_docstring(_own_docstring(obj))
-    return deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body))
+    parent = _resolve(name.rsplit(".", 1)[0]) if "." in name else None
+    return deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body),
+                              parent=parent, member=name.rsplit(".", 1)[-1])
 
 
 def _is_type_alias(obj: Any) -> bool:
@@ -198,7 +202,7 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
             continue  # an alias (dist.X, FSDP): reported under its qualified name
         if documented_objects[id(obj)] != name:
             continue  # already considered under a better spelling
-        dep = deprecation_of(obj)
+        dep = deprecation_of(obj, name)
         if dep is not None:
             deprecated[name] = dep
     undocumented: list[tuple[str, str, str]] = []

@@ -40,6 +40,35 @@ def _closest(word: str, candidates: list[str], n: int = 8) -> list[str]:
     return [lowered[m] for m in difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=0.5)]
 
 
+# A suggestion must be this similar in name (difflib ratio) to be offered: 0.75 keeps typos and
+# near-spellings (`all_reduce_tensor` -> `all_reduce`) and drops look-alikes that share only
+# fragments (`transformer_auto_wrap_policy` -> `DefaultLoadPlanner.transform_tensor`).
+CLOSE_NAME_CUTOFF = 0.75
+
+
+def _similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def closest_api_names(query: str, qualified_names: list[str], n: int = 6) -> list[str]:
+    """API names close in *name* to the query: its last dotted part against each name's last part, and
+    a dotted query against the whole qualified name (or its tail of the same length); best first."""
+    query = query.lower()
+    last = query.rsplit(".", 1)[-1]
+    depth = query.count(".") + 1
+    scored: list[tuple[float, str]] = []
+    for name in qualified_names:
+        lowered = name.lower()
+        score = _similarity(last, lowered.rsplit(".", 1)[-1])
+        if depth > 1:
+            tail = ".".join(lowered.split(".")[-depth:])
+            score = max(score, _similarity(query, tail), _similarity(query, lowered))
+        if score >= CLOSE_NAME_CUTOFF:
+            scored.append((score, name))
+    scored.sort(key=lambda item: (-item[0], item[1].count("."), item[1]))
+    return [name for _, name in scored[:n]]
+
+
 class Toolbox:
     def __init__(self, index: DocsIndex, root: Path | None = None) -> None:
         self.index = index
@@ -80,9 +109,8 @@ class Toolbox:
                 best = matches[0][0]
                 names = [q for rank, q in matches if rank == best]
                 return names[0], names[1:]
-        suggestions = _closest(cleaned.rsplit(".", 1)[-1], self.index.all_spellings(), n=6)
-        qualified = [self.index.resolve_name(s)[0][1] for s in suggestions]
-        hint = f" Closest names: {', '.join(dict.fromkeys(qualified))}." if qualified else ""
+        qualified = closest_api_names(cleaned, self.index.all_names())
+        hint = f" Closest names: {', '.join(qualified)}." if qualified else ""
         raise ToolInputError(
             f"no API entry named {symbol!r} in the torch {self.index.torch_version} docs.{hint} "
             "Search for it by description (search_docs, or `fsdp-skill search`)."
