@@ -48,6 +48,7 @@ from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
 from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.build.render import SourceRow, drop_empty_sections, drop_quotes_matching, render_reference, split_sections
 from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
+from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.search.index import build_index, stale_reason
 
@@ -352,6 +353,7 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
             )
         )
 
+    source_kinds = {page.id: page.kind for page in pages}
     catalog = Catalog(
         torch_version=torch_version,
         ref=docs_ref,
@@ -361,6 +363,7 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         api=sorted(api, key=lambda entry: entry.qualified_name),
         examples=examples,
         patterns=list(load_patterns(root)),
+        page_code=page_code(sections, api, source_kinds),
     )
     files[CATALOG_FILE] = dump_catalog(catalog)
     found: list[str] = []

@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--no-patterns", action="store_true", help="run the examples only, not assets/patterns/")
     which.add_argument("--only-patterns", action="store_true", help="run the patterns in assets/patterns/ only")
+    p.add_argument("--no-page-code", action="store_true",
+                   help="leave out the code blocks of the reference pages (run or statically checked by default)")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report (a row per example and per pattern) here")
     p.add_argument("--write-report", action="store_true", help="rewrite references/verification.md (+ .json)")
     p.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")

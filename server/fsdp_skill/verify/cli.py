@@ -17,11 +17,14 @@ from typing import Any
 
 from .args import add_arguments
 from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
+from . import page_run
 from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
+from .page_plan import PageBlock, blocks_from_catalog
 from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
-_STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}
+_STATUS_STYLE = {"passed": "green", "passed-with-stand-ins": "green", "doc-bug": "yellow", "checked": "cyan", "skipped": "dim",
+                 "failed": "bold red"}
 
 
 def repo_root() -> Path:
@@ -56,6 +59,8 @@ class _Selection:
     examples: list[ExampleSpec]
     patterns: list[PatternSpec]
     known: set[str]  # every example and pattern id in the catalog (the report drops rows of others)
+    data: dict[str, Any]
+    page_blocks: list[PageBlock]
 
 
 def _selected(args: argparse.Namespace) -> _Selection:
@@ -73,9 +78,13 @@ def _selected(args: argparse.Namespace) -> _Selection:
     if no_patterns and pattern_ids:
         raise _InputError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
     # Ids that name only patterns select no example (and the reverse): --id is "exactly these".
+    all_blocks = [] if only_patterns or getattr(args, "no_page_code", False) else blocks_from_catalog(data)
+    page_ids = [i for i in example_ids if "#" in i and i.rsplit(":", 1)[-1].isdigit()]
+    example_ids = [i for i in example_ids if i not in page_ids]
     examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
+    blocks = [] if ids and not page_ids else page_run.select_blocks(all_blocks, page_ids, args.pattern)
     patterns = select_patterns(all_patterns, ids=ids, pattern=args.pattern)
-    if not examples and not patterns:
+    if not examples and not patterns and not blocks:
         if only_patterns and not all_patterns:
             raise _InputError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
         what = "pattern id" if only_patterns else "example id" if no_patterns else "example id or pattern id"
@@ -83,7 +92,8 @@ def _selected(args: argparse.Namespace) -> _Selection:
     # Straight from the JSON, so that rows of the kind this run skipped stay in the report.
     known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
     known |= {PATTERN_PREFIX + p["name"] for p in data.get("patterns") or [] if isinstance(p, dict) and isinstance(p.get("name"), str)}
-    return _Selection(data.get("torch_version"), examples, patterns, known)
+    known |= {b.id for b in blocks_from_catalog(data)}
+    return _Selection(data.get("torch_version"), examples, patterns, known, data, blocks)
 
 
 def _progress_printer(total: int) -> Any:
@@ -122,8 +132,9 @@ def print_table(results: list[Result], label: str = "example") -> None:
         note = r.get("reason") or ""
         if r.get("warnings"):
             note = (note + "\n" if note else "") + "warns: " + "; ".join(r["warnings"])
-        style = _STATUS_STYLE.get(r["status"], "")
-        table.add_row(r["name"], str(r["world_size"]), f"[{style}]{r['status']}[/]", f"{r['seconds']:.2f}", note)
+        style = _STATUS_STYLE.get(r["status"])
+        status = f"[{style}]{r['status']}[/]" if style else r["status"]
+        table.add_row(r["name"], str(r["world_size"]), status, f"{r['seconds']:.2f}", note)
     Console().print(table)
 
 
@@ -144,7 +155,7 @@ def print_details(results: list[Result]) -> None:
 def summary_line(results: list[Result], kind: str = "examples") -> str:
     """'verify: examples: 27 passed, 5 doc-bug, ...' — patterns have no doc-bug status, so it is left out."""
     tally = counts(results)
-    statuses = [s for s in STATUSES if kind == "examples" or s != "doc-bug"]
+    statuses = [s for s in STATUSES if kind == "examples" or s not in ("doc-bug", "checked")]
     return f"verify: {kind}: " + ", ".join(f"{tally.get(s, 0)} {s}" for s in statuses) + f" ({len(results)} {kind})"
 
 
@@ -154,13 +165,13 @@ PATTERNS_UNDER_TORCHRUN = (
 )
 
 
-def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any) -> list[Result] | None:
-    """The examples' results; None on a torchrun rank other than 0 (rank 0 reports for everyone)."""
-    if not specs:
+def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any, planned: list[ExampleSpec] = ()) -> list[Result] | None:  # type: ignore[assignment]
+    """The examples' (and planned page code's) results; None on a torchrun rank other than 0."""
+    if not specs and not planned:
         return []
     if launched_by_torchrun():
-        return run_launched(specs, options, progress=progress)
-    return run_spawned(specs, options, progress=progress)
+        return run_launched(specs, options, progress=progress) if specs else []
+    return run_spawned(specs, options, progress=progress, planned=list(planned))
 
 
 def cli_verify(args: argparse.Namespace) -> int:
@@ -180,20 +191,30 @@ def cli_verify(args: argparse.Namespace) -> int:
 
     torch_version = torch.__version__.split("+")[0]
     patterns = [] if launched else chosen.patterns
-    progress = _progress_printer(len(chosen.examples) + len(patterns))
+    page_context, page_plans = page_run.plan_all(chosen.data, chosen.page_blocks, options.backend)
+    # Page code runs at the page's own world size in the spawned pool; under torchrun only the static checks run.
+    page_specs = [] if launched else page_run.runnable_specs(page_plans)
+    page_rows = page_run.static_rows(page_context, page_plans, options.backend)
+    progress = _progress_printer(len(chosen.examples) + len(page_specs) + len(patterns))
     try:
-        results = _run_examples(chosen.examples, options, progress)
+        ran = _run_examples(chosen.examples, options, progress, page_specs)
     except ValueError as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
-    if results is None:
+    if ran is None:
         return 0
+    page_ids = {s.id for s in page_specs}
+    results = page_run.static_for_fragments([r for r in ran if r["name"] not in page_ids], chosen.examples)
+    page_rows = sorted(page_rows + page_run.finish_run_rows(page_plans, [r for r in ran if r["name"] in page_ids]),
+                       key=lambda r: [b.id for b in chosen.page_blocks].index(r["name"]))
     pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
     if results:
         print_table(results)
+    if page_rows:
+        print_table(page_rows, label="page code")
     if pattern_results:
         print_table(pattern_results, label="pattern")
-    print_details(results + pattern_results)
+    print_details(results + page_rows + pattern_results)
     notes = [f"{s.id}: {note}" for s in chosen.examples for note in s.notes]
     if notes:
         print("\ncatalog notes (fix in the catalog build):\n  " + "\n  ".join(notes))
@@ -205,9 +226,13 @@ def cli_verify(args: argparse.Namespace) -> int:
         print(f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to examples")
     if results:
         print(summary_line(results, "examples"))
+    if page_rows:
+        print(page_run.summary_line(page_rows))
+        for line in page_run.tally_by_kind(page_rows):
+            print(f"  {line}")
     if pattern_results:
         print(summary_line(pattern_results, "patterns"))
-    everything = results + pattern_results
+    everything = results + page_rows + pattern_results
     report = build_report(everything, torch_version)
     if args.json_path:
         write_atomic(Path(args.json_path), dumps_json(report))

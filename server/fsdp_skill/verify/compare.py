@@ -35,7 +35,7 @@ _ON_RANK = re.compile(r"\bon rank (\d+)\b", re.IGNORECASE)
 # Errors that name a capability this machine or build lacks: the example is skipped, not failed.
 _CAPABILITY_ERRORS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"Torch not compiled with CUDA|Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver|"
-                r"when CUDA is available|requires CUDA|CUDA is not available"), "needs CUDA"),
+                r"when CUDA is available|requires CUDA|CUDA is not available|needs a non-CPU accelerator"), "needs CUDA"),
     (re.compile(r"Numpy is not available|No module named 'numpy'"), "needs numpy"),
     (re.compile(r"gloo[^\n]*(does not support|not supported|unsupported)|(does not support|not supported|unsupported)[^\n]*gloo",
                 re.IGNORECASE), "gloo does not implement it"),

@@ -23,8 +23,9 @@ from typing import Any
 
 from fsdp_skill.core.atomic import write_atomic  # stdlib only, shared with the catalog
 from .catalog_patterns import PATTERN_PREFIX
+from .page_report import is_page_row, page_section
 
-STATUSES = ("passed", "doc-bug", "skipped", "failed")
+STATUSES = ("passed", "doc-bug", "checked", "skipped", "failed")
 
 
 def _key(result: dict[str, Any]) -> tuple[str, str, int]:
@@ -109,7 +110,8 @@ def _patterns_section(patterns: list[dict[str, Any]]) -> list[str]:
 
 
 def render_markdown(report: dict[str, Any]) -> str:
-    results = [r for r in report["results"] if not str(r["name"]).startswith(PATTERN_PREFIX)]
+    pages = [r for r in report["results"] if is_page_row(r)]
+    results = [r for r in report["results"] if not str(r["name"]).startswith(PATTERN_PREFIX) and not is_page_row(r)]
     patterns = [r for r in report["results"] if str(r["name"]).startswith(PATTERN_PREFIX)]
     backends = sorted({r["backend"] for r in report["results"]})
     lines = [
@@ -137,6 +139,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines.append(
             f"| `{_cell(r['name'])}` | {r['backend']} | {r['world_size']} | {r['status']} | {_cell(r.get('reason'))} | {_cell(warnings)} |"
         )
+    if pages:
+        lines += page_section(pages)
     if patterns:
         lines += _patterns_section(patterns)
     return "\n".join(lines) + "\n"
