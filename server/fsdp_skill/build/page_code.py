@@ -43,7 +43,10 @@ from fsdp_skill.verify.code_shape import (
 SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "console", "zsh", "shell-session"})
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "pycon", "ipython"})
 _COMMAND_LINE = re.compile(r"^\s*(?:\$\s*)?(?:torchrun|python3?|pip|export|srun|sbatch|mpirun|CUDA_VISIBLE_DEVICES=|[A-Z_]+=\S+\s+(?:torchrun|python))\b")
-_INTRODUCES_OUTPUT = re.compile(r"\b(output|prints?|printed|should see|will see|logs?|result)\b", re.IGNORECASE)
+_INTRODUCES_OUTPUT = re.compile(r"\b(output|prints?|printed|should see|will see|logs?|results?|produced|error message|looks like)\b",
+                                re.IGNORECASE)
+# Text a page labels Python that is what a program printed: a traceback or error line, a module repr.
+_LOOKS_PRINTED = re.compile(r"^(Traceback \(most recent call last\)|\w+(Error|Exception): |\s*\(\w+\): \w+\()", re.MULTILINE)
 
 
 @dataclass
@@ -124,7 +127,7 @@ def _kind(block: _Block, earlier: dict[str, _Block], has_launcher: bool) -> tupl
     source = _strip_prompts(code) if code.lstrip().startswith(">>>") else code
     tree = block.tree = _parse(source)
     if tree is None:
-        return "fragment", []
+        return ("output", []) if _LOOKS_PRINTED.search(source) else ("fragment", [])
     block.defines = top_level_names(tree)
     block.free = free_names(tree)
     uses = sorted({earlier[name].section.id + f":{earlier[name].position}" for name in block.free if name in earlier})

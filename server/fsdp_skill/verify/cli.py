@@ -201,6 +201,8 @@ def cli_verify(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        page_run.remove_workdir()
     if ran is None:
         return 0
     page_ids = {s.id for s in page_specs}

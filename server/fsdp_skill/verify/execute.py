@@ -150,7 +150,10 @@ def run_example(payload: dict[str, Any], ctx: RankContext, barrier: bool = True)
                     value = eval(tail, namespace) if tail is not None else None
                     if value is not None:
                         print(repr(value))
-            except (Exception, SystemExit) as exc:  # the example's failure is the result, not the runner's
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the example's failure is the result, not the runner's
+                # (torch's CheckpointException derives from BaseException: it must not kill the rank)
                 error = {
                     "unit": index,
                     "line": unit.get("line"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,9 +39,32 @@ def prepare(namespace: dict[str, Any], page: dict[str, Any], ctx: Any) -> None:
         namespace[name] = standins.make(name)
 
 
+def workdir(parent_pid: int) -> str:
+    """The folder page code runs in: one per verify run (named by the parent's pid), shared by its ranks
+    and by the blocks of a run in order, as a reader runs a page's scripts in one folder; the parent
+    removes it at the end (`page_run.remove_workdir`). Relative paths never land in the checkout."""
+    return os.path.join(tempfile.gettempdir(), f"fsdp-verify-page-code-{parent_pid}")
+
+
 @contextlib.contextmanager
 def launch_environment(page: dict[str, Any] | None, ctx: Any) -> Iterator[None]:
-    if page is None or not page.get("torchrun_env"):
+    if page is None:
+        yield
+        return
+    folder = workdir(os.getppid())
+    os.makedirs(folder, exist_ok=True)
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        with _torchrun_env(page, ctx):
+            yield
+    finally:
+        os.chdir(cwd)
+
+
+@contextlib.contextmanager
+def _torchrun_env(page: dict[str, Any], ctx: Any) -> Iterator[None]:
+    if not page.get("torchrun_env"):
         yield
         return
     saved = {key: os.environ.get(key) for key in _TORCHRUN_ENV}

@@ -248,6 +248,30 @@ def _blocked(code: str, size: int) -> str | None:
     return None
 
 
+_SET_UP = {"init_process_group", "destroy_process_group", "set_device"}
+
+
+def only_setup(tree: ast.Module) -> bool:
+    """Only imports and process-group set-up: nothing the runner would not do itself."""
+    return all(
+        isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass))
+        or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
+        or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and code_shape.call_name(stmt.value) in _SET_UP)
+        for stmt in tree.body
+    )
+
+
+def _configures_init(tree: ast.Module) -> str | None:
+    """An environment variable the program sets that only takes effect when a process group is created."""
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
+                and ast.unparse(node.targets[0].value) == "os.environ" and isinstance(node.targets[0].slice, ast.Constant)):
+            key = str(node.targets[0].slice.value)
+            if key.startswith(("TORCH_DISTRIBUTED_DEBUG", "TORCH_NCCL", "NCCL_", "GLOO_", "TORCH_CPP_LOG_LEVEL")):
+                return key
+    return None
+
+
 def _source(stmts: list[ast.stmt]) -> str:
     return ast.unparse(ast.Module(body=stmts, type_ignores=[]))
 
@@ -299,12 +323,22 @@ def _plan_run(ctx: PageContext, block: PageBlock, tree: ast.Module, backend: str
     code_so_far = "\n".join(u.source for u in units) + "\n" + block.code
     size, size_why = _world_size(ctx, block, trees, code_so_far)
     if block.kind == "program":
-        units.append(_unit(block.code, block.line))
+        units.append(_unit(ast.unparse(tree) if block.code.lstrip().startswith(">>>") else block.code, block.line))
         main = bool(_main_body(tree))
+        if main and not code_shape.launches_processes(tree):
+            # A script the page launches with torchrun (its next shell line says how many), else one process.
+            launched = _page_launch_size(ctx, block)
+            size, size_why = (launched, "the --nproc-per-node of the page's torchrun line") if launched else (
+                1, "one process: its entry point starts no ranks")
+        if only_setup(tree):
+            return PagePlan(block, "skip", "nothing to check: it only initializes the process group, which the runner does itself")
+        if configured := _configures_init(tree):
+            return PagePlan(block, "skip", f"sets {configured} for its own init_process_group; the runner's process group "
+                                           "already exists, so the setting could not take effect")
         launches = 1 if main and code_shape.launches_processes(ast.Module(body=_main_body(tree), type_ignores=[])) else 0
-        how = "as a program: its __main__ entry point, the page's own process starts served by the pool's ranks" if main else (
+        how = "as a program: its __main__ entry point, the page's own process starts served by the pool's ranks" if launches else (
             "as a torchrun script: each rank with the RANK / WORLD_SIZE / LOCAL_RANK environment torchrun sets")
-        torchrun_env = not main
+        torchrun_env = not launches  # a script without its own launcher gets what torchrun would set
     else:
         units.append(_unit(_source(_definitions(tree)), block.line))
         main, torchrun_env = False, False

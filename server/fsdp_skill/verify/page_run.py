@@ -16,6 +16,9 @@ fragments, so every code block of the references ends passed, doc-bug, skipped w
 from __future__ import annotations
 
 import ast
+import os
+import re
+import shutil
 from collections import Counter
 from typing import Any
 
@@ -106,6 +109,13 @@ def finish_run_rows(plans: list[PagePlan], results: list[Result]) -> list[Result
                "warnings": result.get("warnings", [])}
         if result.get("ranks"):
             row["ranks"] = result["ranks"]
+        shown = _raised_as_shown(result, plan.block.output) if row["status"] in ("failed", "doc-bug") else None
+        if shown:
+            row["status"], row["reason"] = "passed", f"raised what the page shows it raises: {shown}"
+        elif row["status"] in ("failed", "doc-bug") and _MISSING_FILE.search(_evidence(result)):
+            row["status"] = "skipped"
+            row["reason"] = ("reads a file an earlier block of the page writes, and that block did not run here: "
+                             + _MISSING_FILE.search(_evidence(result)).group(0))  # type: ignore[union-attr]
         if row["status"] == "passed" and plan.standins:
             row["status"] = "passed-with-stand-ins"
             row["reason"] = "passed with stand-ins: " + ", ".join(plan.standins) + (f" ({row['reason']})" if row.get("reason") else "")
@@ -113,6 +123,41 @@ def finish_run_rows(plans: list[PagePlan], results: list[Result]) -> list[Result
             row["reason"] = f"{row.get('reason') or ''} (ran with stand-ins: {', '.join(plan.standins)})".strip()
         rows.append(row)
     return rows
+
+
+_EXCEPTION_LINE = re.compile(r"^([\w.]*(?:Error|Exception)): (.*)$", re.MULTILINE)
+_RANK_PREFIX = re.compile(r"^\[Rank \d+\]:\s*")
+_MISSING_FILE = re.compile(r"No such file or directory: '[^']*'")
+
+
+def _evidence(result: Result) -> str:
+    return "\n".join(str(rank.get(key) or "") for rank in result.get("ranks", []) for key in ("traceback", "log")) + str(result.get("reason"))
+
+
+def _raised_as_shown(result: Result, output: str | None) -> str | None:
+    """The error every raising rank raised, when the page's output block shows exactly that error."""
+    if not output:
+        return None
+    shown = " ".join(output.split())
+    raised = [tb for rank in result.get("ranks", []) if (tb := rank.get("traceback"))]
+    matched: list[str] = []
+    for traceback in raised:
+        lines = _EXCEPTION_LINE.findall(traceback)
+        if not lines:
+            return None
+        kind, message = lines[-1]
+        text = f"{kind.rsplit('.', 1)[-1]}: {_RANK_PREFIX.sub('', message.strip())}"
+        if " ".join(text.split()) not in shown:
+            return None
+        matched.append(text)
+    return matched[0] if matched else None
+
+
+def remove_workdir() -> None:
+    """The folder this run's page code ran in (see page_exec.workdir)."""
+    from .page_exec import workdir
+
+    shutil.rmtree(workdir(os.getpid()), ignore_errors=True)
 
 
 def runnable_specs(plans: list[PagePlan]) -> list[ExampleSpec]:

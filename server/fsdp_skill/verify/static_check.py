@@ -29,8 +29,9 @@ from typing import Any
 _MISSING = object()
 # Names conventionally bound in torch docs; used for a block that uses them while the page imports them
 # in another block (or, for a docstring, the defining module's globals do).
+# (`optim` and `mp` are not among them: pages use `optim` for an optimizer instance too.)
 CONVENTIONAL = {"torch": "torch", "dist": "torch.distributed", "nn": "torch.nn", "F": "torch.nn.functional",
-                "dcp": "torch.distributed.checkpoint", "mp": "torch.multiprocessing", "optim": "torch.optim"}
+                "dcp": "torch.distributed.checkpoint"}
 
 
 @dataclass
@@ -142,6 +143,8 @@ def _bind(func: Any, call: ast.Call) -> str | None:
     """Why the call's arguments do not bind to func's signature, or None (also when unknowable)."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None  # *args / **kwargs at the call site: the count is unknown
+    if any(isinstance(a, ast.Constant) and a.value is Ellipsis for a in [*call.args, *(k.value for k in call.keywords)]):
+        return None  # `nn.Embedding(...)`: the page elides the arguments on purpose
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError):
