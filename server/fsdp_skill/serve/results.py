@@ -35,6 +35,8 @@ class SearchResult(BaseModel):
     url: str | None = Field(description="The upstream docs page for it.")
     snippet: str = Field(description="At most ~400 characters of whole markdown blocks; code blocks are never left open.")
     score: float
+    code: str | None = Field(default=None, description="For a section: how its code blocks fared in verification.md, "
+                             "e.g. '2 code blocks: 1 passed, 1 checked'; get_example('<file.md#anchor:N>') serves each.")
 
 
 class SearchResponse(BaseModel):
@@ -46,7 +48,7 @@ class SearchResponse(BaseModel):
 class VerificationStatus(BaseModel):
     backend: str
     world_size: int
-    status: str = Field(description="passed | failed | skipped | doc-bug, or 'not verified'.")
+    status: str = Field(description="passed | passed-with-stand-ins | checked | failed | skipped | doc-bug, or 'not verified'.")
     reason: str | None = None
     seconds: float | None = None
     warnings: list[str] = Field(default_factory=list)
@@ -140,6 +142,9 @@ class ExampleDetail(BaseModel):
     status: str
     verification: list[VerificationStatus]
     torch_version: str
+    kind: str | None = Field(default=None, description="Page code only: program, rank-function, continuation, fragment, shell or output.")
+    language: str | None = Field(default=None, description="Page code only: the block's language.")
+    origin: str | None = Field(default=None, description="Page code only: page, tutorial or docstring.")
 
 
 class PatternInfo(BaseModel):

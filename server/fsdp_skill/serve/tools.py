@@ -10,24 +10,47 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
-from fsdp_skill.serve.results import (
-    ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
-    PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
-)
 from fsdp_skill.search.ranking import KINDS, search
 from fsdp_skill.search.snippets import open_fence_at
-from fsdp_skill.serve.results import VerificationStatus
-from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
+from fsdp_skill.serve.page_code import (
+    PageCodeCatalog,
+    is_page_code_id,
+    section_code_summary,
+)
+from fsdp_skill.serve.results import (
+    ApiEntryResult,
+    DoctestStepResult,
+    ExampleBrief,
+    ExampleDetail,
+    ExampleInfo,
+    ExampleList,
+    PatternDetail,
+    PatternInfo,
+    PatternList,
+    ReferenceInfo,
+    ReferenceList,
+    ReferencePage,
+    SearchResponse,
+    SearchResult,
+    VerificationStatus,
+    VerifyResult,
+)
+from fsdp_skill.serve.verification import (
+    NOT_VERIFIED,
+    VerificationReport,
+    run_verification,
+    summarize,
+)
 
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
 MAX_WORLD_SIZE = 8
 # list_examples pages: the full listing runs to thousands of tokens, more than a model needs at once.
 EXAMPLE_PAGE, MAX_EXAMPLE_PAGE = 25, 200
-EXAMPLE_STATUSES = ("passed", "failed", "skipped", "doc-bug", NOT_VERIFIED)
+EXAMPLE_STATUSES = ("passed", "passed-with-stand-ins", "checked", "failed", "skipped", "doc-bug", NOT_VERIFIED)
 MAX_VERIFY_TIMEOUT = 600.0
 
 
@@ -75,6 +98,7 @@ class Toolbox:
         self.root = (root or repo_root()).resolve()
         self.references_dir = references_dir(self.root)
         self.report = VerificationReport(self.references_dir / "verification.json")
+        self.page_code = PageCodeCatalog(self.references_dir / "catalog.json")
 
     # ------------------------------------------------------------------ search
 
@@ -87,10 +111,13 @@ class Toolbox:
             hits = search(self.index, query, limit=limit, kind=kind)
         except QueryError as exc:
             raise ToolInputError(str(exc)) from None
+        rows = self.report.rows()
         results = [
             SearchResult(
                 id=h.doc.id, kind=h.doc.kind, title=h.doc.title, symbol=h.doc.symbol, reference=h.doc.reference,
                 anchor=h.doc.anchor, url=h.doc.url, snippet=h.snippet, score=round(h.score, 3),
+                code=section_code_summary(rows, h.doc.reference, h.doc.anchor)
+                if h.doc.kind == "section" and h.doc.reference and h.doc.anchor else None,
             )
             for h in hits
         ]
@@ -262,6 +289,8 @@ class Toolbox:
 
     def get_example(self, name: str) -> ExampleDetail:
         example = self.index.payload("example", name.strip())
+        if example is None and is_page_code_id(name.strip()):
+            return self._page_code_example(name.strip())
         if example is None:
             close = _closest(name, self.index.ids("example"), n=6)
             hint = f" Closest ids: {', '.join(close)}." if close else ""
@@ -278,6 +307,22 @@ class Toolbox:
             world_size=example["world_size"], device=example["device"], requires=example["requires"],
             skip=example.get("skip"), status=summarize(statuses), verification=statuses,
             torch_version=self.index.torch_version,
+        )
+
+    def _page_code_example(self, name: str) -> ExampleDetail:
+        block = self.page_code.get(name)
+        if block is None:
+            close = _closest(name, self.page_code.ids(), n=6)
+            hint = f" Closest ids: {', '.join(close)}." if close else ""
+            raise ToolInputError(f"no code block {name[:200]!r}.{hint} Page-code ids look like "
+                                 "'getting-started.md#point-to-point-communication:1' (file#anchor:position).")
+        statuses = self.report.statuses(name)
+        return ExampleDetail(
+            id=name, symbol=block.get("section") or "", reference=block["reference"], anchor=block["anchor"],
+            url=None, code=block["code"], steps=[],
+            world_size=statuses[0].world_size if statuses else 1, device="cpu", requires=[], skip=None,
+            status=summarize(statuses), verification=statuses, torch_version=self.index.torch_version,
+            kind=block.get("kind"), language=block.get("language"), origin=block.get("origin"),
         )
 
     def list_patterns(self) -> PatternList:
@@ -303,8 +348,9 @@ class Toolbox:
                        timeout: float = 120.0) -> VerifyResult:
         example = self.index.payload("example", name.strip())
         if example is None:
-            self.get_example(name)  # raises with the closest ids
-            raise AssertionError("unreachable")
+            detail = self.get_example(name)  # raises with the closest ids, unless it is a page's code block
+            # Page code runs at the page's own world size (its launcher decides); world_size is not applied to it.
+            example = {"id": detail.id, "world_size": detail.world_size}
         if backend not in ("gloo", "nccl"):
             raise ToolInputError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
         size = world_size if world_size is not None else example["world_size"]
