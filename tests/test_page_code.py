@@ -166,3 +166,37 @@ def test_the_writing_distributed_applications_examples_run_on_gloo_through_the_p
     assert {r["name"]: r["status"] for r in rows} == dict.fromkeys(ids, "passed"), rows
     ring = next(r for r in rows if r["name"].endswith("ring-allreduce:1"))
     assert ring["world_size"] == 3 and "sum of all send tensors" in ring["stated"]
+
+
+def test_a_docstring_example_skipped_as_a_fragment_is_statically_checked_in_its_modules_globals() -> None:
+    from fsdp_skill.verify.examples import spec_from_entry
+    from fsdp_skill.verify.page_run import static_for_fragments
+
+    def entry(name: str, code: str) -> dict:
+        return {"id": f"torch.distributed.send#{name}", "symbol": "torch.distributed.send", "world_size": 2,
+                "steps": [{"source": code, "expected": None, "expected_by_rank": {}, "line": 1}]}
+
+    specs = [spec_from_entry(entry("1", "dist.send(tensor=t, dst=1)")), spec_from_entry(entry("2", "dist.send(t, dts=1)"))]
+    skipped = [{"name": s.id, "backend": "gloo", "world_size": 2, "status": "skipped", "seconds": 0.0, "warnings": [],
+                "reason": "fragment: uses t without defining it"} for s in specs]
+    ok, bad = static_for_fragments(skipped, specs)
+    assert ok["status"] == "checked" and ok["reason"] == ("checked: 1 names resolved, 1 calls bound; "
+                                                          "not run: fragment: uses t without defining it")
+    assert bad["status"] == "doc-bug" and "unexpected keyword argument 'dts'" in bad["reason"]
+
+
+def test_names_the_documented_code_uses_are_covered_by_an_entry_of_the_same_object_or_listed_with_a_reason() -> None:
+    from fsdp_skill.build.code_names import drift_section, uncovered
+
+    entries = [ApiEntry(qualified_name=n, kind="class", module="torch.distributed.fsdp", reference="f.md", anchor=n)
+               for n in ("torch.distributed.fsdp.StateDictType", "torch.distributed.ReduceOp")]
+    code = ("import torch.distributed as dist\n"
+            "from torch.distributed.fsdp.fully_sharded_data_parallel import StateDictType\n"
+            "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
+            "dist.ReduceOp.AVG\n")
+    resolved, rows = uncovered(entries, [code])
+    assert resolved == 3  # StateDictType (same object as the entry), checkpoint_wrapper, ReduceOp.AVG (a member)
+    assert rows == [("torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper",
+                     "in a private module (torch.distributed.algorithms._checkpoint.checkpoint_wrapper); "
+                     "torch documents no public path for it")]
+    assert "| `torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper` |" in drift_section(resolved, rows)

@@ -22,7 +22,7 @@ from typing import Any
 PUBLIC_MODULES = [
     "torch.distributed", "torch.distributed.fsdp", "torch.distributed.device_mesh", "torch.distributed.tensor",
     "torch.distributed.tensor.parallel", "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict",
-    "torch.distributed.algorithms.join", "torch.distributed.optim", "torch.nn.parallel",
+    "torch.distributed.algorithms.join", "torch.distributed.optim", "torch.nn.parallel", "torch.distributed.pipelining",
 ]
 # Modules whose attributes count as spellings of a documented object (for aliases).
 ALIAS_MODULES = PUBLIC_MODULES + ["torch.distributed.algorithms", "torch.distributed.distributed_c10d"]

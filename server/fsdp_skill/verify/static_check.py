@@ -72,6 +72,12 @@ def _import(path: str) -> Any:
     return _MISSING
 
 
+def resolve_path(path: str) -> Any:
+    """The object at a dotted torch path, or None when it does not resolve."""
+    obj = _import(path)
+    return None if obj is _MISSING else obj
+
+
 def _dotted(node: ast.AST) -> list[str] | None:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
