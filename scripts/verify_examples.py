@@ -5,6 +5,8 @@ Runs the `>>>` docstring examples and the code blocks of the reference pages (pr
 launches them, rank functions through the page's own launcher template; the rest statically checked
 against the installed torch), then the patterns.
 
+From a clone it imports the runner from ../server. From a skill folder written by `fsdp-skill skill install`
+(no server/ there) it uses the installed `fsdp_skill` package and verifies that folder's own catalog.
 Needs only torch (numpy too for the object-collective examples; they are skipped with that reason
 without it; rich, if installed, draws a nicer table). Examples:
 
@@ -20,10 +22,19 @@ Exit status: 0 when nothing failed, 1 when an example failed, 2 for bad input.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "server"))
+SKILL_ROOT = Path(__file__).resolve().parents[1]
+if (SKILL_ROOT / "server" / "fsdp_skill").is_dir():
+    sys.path.insert(0, str(SKILL_ROOT / "server"))
+elif importlib.util.find_spec("fsdp_skill") is None:
+    sys.exit(f"verify_examples.py: error: the runner (package fsdp_skill) is neither in ../server nor installed in "
+             f"{sys.executable}: run this from a pytorch-fsdp checkout, or install the package into this Python "
+             f"(`{Path(sys.executable).name} -m pip install /path/to/pytorch-fsdp`, or its wheel)")
+else:  # an installed skill folder: verify the catalog next to this script, not the package's copy
+    os.environ.setdefault("FSDP_SKILL_ROOT", str(SKILL_ROOT))
 
 if importlib.util.find_spec("torch") is None:
     sys.exit("verify_examples.py: error: torch is not installed; `pip install torch` (CPU build is enough for gloo)")

@@ -1,4 +1,4 @@
-"""Topic rendering: slugs and anchors, heading shifts, header, table of contents, section split."""
+"""Topic rendering: slugs and anchors, header, table of contents, section split."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ import re
 
 from fsdp_skill.build.lint import problems
 from fsdp_skill.build.render import (
-    SourceRow,
     Slugger,
+    SourceRow,
     drop_empty_sections,
     drop_quotes_matching,
     github_slug,
     outline,
     render_reference,
-    shift_headings,
     split_sections,
 )
 
@@ -41,20 +40,6 @@ def test_api_heading_takes_the_explicit_anchor_above_it() -> None:
     heading = outline(text)[1]
     assert heading.anchor_id == "torch.distributed.all_reduce"
     assert Slugger().anchor(heading) == "torch.distributed.all_reduce"
-
-
-def test_shift_headings_moves_the_top_heading_to_the_target_and_clamps_at_six() -> None:
-    text = "# Page\n\n## Sub\n\n##### Deep\n\n###### Deeper\n"
-    assert shift_headings(text, 2) == "## Page\n\n### Sub\n\n###### Deep\n\n###### Deeper\n"
-
-
-def test_shift_headings_rewrites_setext_headings_as_atx() -> None:
-    assert shift_headings("Title\n=====\n\nBody.\n", 2) == "## Title\n\nBody.\n"
-
-
-def test_shift_headings_leaves_hash_lines_in_code_alone() -> None:
-    text = "# T\n\n```python\n# a comment\n```\n"
-    assert shift_headings(text, 2) == "## T\n\n```python\n# a comment\n```\n"
 
 
 def test_header_names_each_source_with_short_commit_licence_and_torch_version() -> None:

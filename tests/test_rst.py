@@ -261,3 +261,9 @@ def test_every_eval_rst_block_of_the_myst_pages_converts_without_artefacts() -> 
     markdown, _ = convert(backend_table)
     assert tables(markdown) == 1
     assert markdown.split("\n")[0].startswith("| Backend / Device | `gloo` CPU | `gloo` GPU | `mpi` CPU")
+
+
+def test_math_role_keeps_its_backslashes_as_latex_needs_them() -> None:
+    """docutils hands the math role its text with backslashes restored; `\\text` must stay `\\text`."""
+    assert inline_to_markdown(r":math:`i^{\text{th}}` tensor, :math:`\rightarrow`") == r"$i^{\text{th}}$ tensor, $\rightarrow$"
+    assert inline_to_markdown(r"{math}`\alpha_i`") == r"$\alpha_i$"

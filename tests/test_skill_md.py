@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.cli.validate import split_frontmatter
+from fsdp_skill.core.markdown import markdown_parser
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -10,32 +10,12 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from fsdp_skill.convert.markdown import blockquote, shift_headings
 from fsdp_skill.core.catalog import ApiEntry, Example
+from fsdp_skill.core.markdown import code_fence
 
 if TYPE_CHECKING:
     from fsdp_skill.apidoc.docstrings import ApiDoc
-
-_DESCRIPTION_HEADING_BASE = 4  # docstrings.build_doc converts prose with this heading base
-
-
-def _shift_headings(markdown: str, level: int) -> str:
-    """Make the description's top heading level `level` (capped at 6)."""
-    delta = level - _DESCRIPTION_HEADING_BASE
-    if delta == 0 or "#" not in markdown:
-        return markdown
-    out: list[str] = []
-    fence: str | None = None
-    for line in markdown.split("\n"):
-        marker = re.match(r"^(`{3,}|~{3,})", line)
-        if marker and (fence is None or line.strip().startswith(fence)):
-            fence = None if fence is not None else marker.group(1)
-        elif fence is None:
-            heading = re.match(r"^(#{1,6}) ", line)
-            if heading:
-                line = "#" * max(1, min(6, len(heading.group(1)) + delta)) + line[len(heading.group(1)):]
-        out.append(line)
-    return "\n".join(out)
-
 
 def _cell(markdown: str) -> str:
     return " ".join(markdown.split()).replace("|", "\\|")
@@ -70,13 +50,11 @@ def _parameters(doc: ApiDoc) -> list[str]:
 
 
 def _quote(markdown: str) -> list[str]:
-    return ["> " + ln if ln else ">" for ln in markdown.split("\n")]
+    return blockquote(markdown).split("\n")
 
 
 def _fence(code: str) -> list[str]:
-    longest = max((len(m) for m in re.findall(r"`{3,}", code)), default=2)
-    marker = "`" * max(3, longest + 1)
-    return [marker + "python", *code.rstrip("\n").split("\n"), marker]
+    return code_fence(code, "python").split("\n")
 
 
 def _title(doc: ApiDoc) -> str:
@@ -115,7 +93,7 @@ def render_api(doc: ApiDoc, *, level: int) -> str:
         lines += [*_quote(f"**Deprecated:** {text}"), ""]
     text = "\n\n".join(part for part in (doc.lead, doc.description) if part)  # the full docstring prose
     if text:
-        lines += [_shift_headings(text, level + 1), ""]
+        lines += [shift_headings(text, level + 1), ""]
     parameters = _parameters(doc)
     if parameters:
         lines += [*parameters, ""]

@@ -11,7 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fsdp_skill.convert.rst.blocks import guess_language
+from fsdp_skill.convert.rst.blocks import (
+    dedent,
+    guess_language,
+    indent_of,
+    indented_end,
+)
 
 _GOOGLE_HEADERS = {
     "args": "params", "arguments": "params", "parameters": "params", "params": "params",
@@ -52,26 +57,6 @@ class RawDocstring:
     notes: list[tuple[str, str]] = field(default_factory=list)  # (label, RST body)
     deprecated: tuple[str, str] | None = None  # (version, RST body)
     examples: list[str] = field(default_factory=list)  # RST text of each Examples section
-
-
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip(" "))
-
-
-def _dedent(lines: list[str]) -> list[str]:
-    indents = [_indent(ln) for ln in lines if ln.strip()]
-    cut = min(indents) if indents else 0
-    return [ln[cut:] if ln.strip() else "" for ln in lines]
-
-
-def _block_end(lines: list[str], start: int) -> int:
-    """End of the block of lines indented deeper than 0, starting at start."""
-    j = start
-    while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > 0):
-        j += 1
-    while j > start and not lines[j - 1].strip():
-        j -= 1
-    return j
 
 
 def split_name_type(head: str) -> tuple[str, str | None, str]:
@@ -120,7 +105,7 @@ def _balanced(text: str) -> bool:
 def parse_items(lines: list[str]) -> list[RawItem]:
     """Google items: `name (type): text` at the base indentation, continuation lines deeper.
     Also NumPy items (`name : type` then an indented description)."""
-    lines = _dedent(lines)
+    lines = dedent(lines)
     items: list[RawItem] = []
     i = 0
     while i < len(lines):
@@ -128,8 +113,8 @@ def parse_items(lines: list[str]) -> list[RawItem]:
         if not line.strip():
             i += 1
             continue
-        end = _block_end(lines, i + 1)
-        continuation = _dedent(lines[i + 1 : end])
+        end = indented_end(lines, i + 1)
+        continuation = dedent(lines[i + 1 : end])
         numpy = re.match(r"^(\*{0,2}[\w.]+(?:\s*,\s*\*{0,2}[\w.]+)*)\s+:\s+(.+)$", line)
         if numpy:  # "name : type" (space before the colon) is NumPy style
             name, type_text, first = numpy.group(1), numpy.group(2).strip(), ""
@@ -149,7 +134,7 @@ def parse_items(lines: list[str]) -> list[RawItem]:
 def _section_kind(lines: list[str], i: int) -> tuple[str, str, int] | None:
     """(kind, header name, body start) if lines[i] opens a Google or NumPy section."""
     line = lines[i]
-    if _indent(line) or not line.strip():
+    if indent_of(line) or not line.strip():
         return None
     nxt = lines[i + 1] if i + 1 < len(lines) else ""
     if _NUMPY_UNDERLINE.match(nxt) and line.strip().lower() in _GOOGLE_HEADERS:
@@ -157,7 +142,7 @@ def _section_kind(lines: list[str], i: int) -> tuple[str, str, int] | None:
     match = _HEADER.match(line)
     if match and match.group("name").lower() in _GOOGLE_HEADERS:
         kind = _GOOGLE_HEADERS[match.group("name").lower()]
-        if kind == "examples" or (nxt.strip() and _indent(nxt) > 0) or not nxt.strip():
+        if kind == "examples" or (nxt.strip() and indent_of(nxt) > 0) or not nxt.strip():
             return kind, match.group("name"), i + 1
     return None
 
@@ -166,7 +151,7 @@ def _numpy_body_end(lines: list[str], start: int) -> int:
     """A NumPy section runs to the next NumPy header (name + dashes) or the end."""
     j = start
     while j < len(lines):
-        if j + 1 < len(lines) and lines[j].strip() and _NUMPY_UNDERLINE.match(lines[j + 1]) and not _indent(lines[j]):
+        if j + 1 < len(lines) and lines[j].strip() and _NUMPY_UNDERLINE.match(lines[j + 1]) and not indent_of(lines[j]):
             break
         j += 1
     while j > start and not lines[j - 1].strip():
@@ -185,25 +170,25 @@ def split_docstring(text: str) -> RawDocstring:
         if section:
             kind, header, start = section
             numpy = start == i + 2
-            end = _numpy_body_end(lines, start) if numpy else _block_end(lines, start)
-            body = _dedent(lines[start:end])
+            end = _numpy_body_end(lines, start) if numpy else indented_end(lines, start)
+            body = dedent(lines[start:end])
             _store_section(doc, kind, header, body, double_colon=line.rstrip().endswith("::"))
             i = end
             continue
         field_match = _FIELD.match(line)
         if field_match:
-            end = _block_end(lines, i + 1)
-            _store_field(doc, field_match, _dedent(lines[i + 1 : end]))
+            end = indented_end(lines, i + 1)
+            _store_field(doc, field_match, dedent(lines[i + 1 : end]))
             i = end
             continue
         directive = _TOP_DIRECTIVE.match(line)
         if directive and (directive.group("colons") or directive.group("name") != "deprecated"):
             name = directive.group("name") or directive.group("bare")
-            end = _block_end(lines, i + 1)
+            end = indented_end(lines, i + 1)
             if directive.group("bare"):  # not a directive to the author either: a paragraph
                 end = next((j for j in range(i + 1, len(lines)) if not lines[j].strip()), len(lines))
             arg = (directive.group("arg") or "").strip()
-            body_lines = _dedent(lines[i + 1 : end])
+            body_lines = dedent(lines[i + 1 : end])
             if name == "deprecated":
                 version, _, rest = arg.partition(" ")
                 doc.deprecated = (version, "\n".join(([rest] if rest else []) + body_lines).strip())

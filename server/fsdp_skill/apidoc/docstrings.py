@@ -15,18 +15,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fsdp_skill.apidoc import deprecation
-from fsdp_skill.apidoc import introspect
-from fsdp_skill.core.catalog import Deprecation, Parameter
+from fsdp_skill.apidoc import deprecation, introspect
 from fsdp_skill.apidoc.docstring_sections import RawDocstring, RawItem, split_docstring
 from fsdp_skill.apidoc.doctests import ParsedExample, parse_doctest
-from fsdp_skill.convert.myst import markdown_parser
 from fsdp_skill.convert.markdown import plain_text
 from fsdp_skill.convert.rst.converter import Warn, rst_to_markdown
 from fsdp_skill.convert.rst.inline import inline_to_markdown
-
-AUTODOC_DIRECTIVES = ("automodule", "autoclass", "autoexception", "autofunction", "automethod", "autoattribute",
-                      "autoproperty", "autodata", "autodecorator", "autosummary")
+from fsdp_skill.core.catalog import Deprecation, Parameter
+from fsdp_skill.core.markdown import markdown_parser
 
 
 @dataclass

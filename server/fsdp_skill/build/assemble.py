@@ -18,7 +18,8 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.build.render import Heading, outline, shift_headings
+from fsdp_skill.build.render import Heading, outline
+from fsdp_skill.convert.markdown import shift_headings
 from fsdp_skill.build.topics import Part, TopicMap
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from fsdp_skill.build.markdown_checks import artefacts
-from fsdp_skill.convert.myst import markdown_parser
+from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.build.render import anchors, outline
 
 _HEADERLINK_TAIL = re.compile(r"(\s#|¶)\s*$")

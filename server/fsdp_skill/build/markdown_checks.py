@@ -12,7 +12,7 @@ import re
 
 from markdown_it.token import Token
 
-from fsdp_skill.convert.myst import markdown_parser
+from fsdp_skill.core.markdown import markdown_parser
 
 _PROSE_ARTEFACTS = [
     (re.compile(r"^\s*\.\.\s+[\w:.+-]+::"), "RST directive"),

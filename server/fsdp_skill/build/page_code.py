@@ -29,7 +29,7 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from fsdp_skill.convert.myst import markdown_parser
+from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.catalog import ApiEntry, PageCode, Section
 from fsdp_skill.verify.code_shape import (
     defines_launcher,

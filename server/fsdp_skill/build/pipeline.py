@@ -45,7 +45,7 @@ from fsdp_skill.core.catalog import (
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.build.lint import problems as lint_problems
 from fsdp_skill.convert.myst import PageAutodocHook, myst_to_markdown
-from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.core.paths import references_dir, repo_root, writable_root
 from fsdp_skill.build.render import SourceRow, drop_empty_sections, drop_quotes_matching, render_reference, split_sections
 from fsdp_skill.build.topics import TOPICS_FILE, TopicMap, load_topics
 from fsdp_skill.build import code_names
@@ -475,7 +475,7 @@ def summary(output: Output, seconds: float) -> str:
 
 def cli_regenerate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    root = repo_root()
+    root = writable_root("regenerate rebuilds references/ from the upstream/ cache")
     ref_dir = references_dir(root)
     output = build_references(root, ref=args.ref)
     for name, where in output.missing:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from markdown_it.token import Token
 
 from fsdp_skill.convert.markdown import plain_text
-from fsdp_skill.convert.myst import anchor_before, markdown_parser
+from fsdp_skill.convert.myst import anchor_before
+from fsdp_skill.core.markdown import markdown_parser
 
 TOC_THRESHOLD_LINES = 300
 TOC_MAX_LEVEL = 3
@@ -71,20 +72,6 @@ def outline(markdown: str) -> list[Heading]:
                 )
             )
     return headings
-
-
-def shift_headings(markdown: str, top_level: int) -> str:
-    """Move every heading so the shallowest lands on `top_level` (clamped to 1..6), as ATX headings."""
-    headings = outline(markdown)
-    if not headings:
-        return markdown
-    delta = top_level - min(h.level for h in headings)
-    lines = markdown.splitlines()
-    # Back to front, so a setext heading (two lines) rewritten to one line keeps earlier indices valid.
-    for heading in reversed(headings):
-        level = min(6, max(1, heading.level + delta))
-        lines[heading.line : heading.end] = ["#" * level + " " + heading.raw]
-    return "\n".join(lines) + ("\n" if markdown.endswith("\n") else "")
 
 
 def _without_lines(lines: list[str], drop: set[int]) -> str:

@@ -79,6 +79,21 @@ def _add_validate(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="fsdp_skill.cli.validate:cli_validate")
 
 
+def _add_skill(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("skill", help="install the Agent Skill folder for an agent (SKILL.md, references/, ...)")
+    ssub = p.add_subparsers(dest="skill", required=True)
+    i = ssub.add_parser(
+        "install", help="write the skill folder from this fsdp-skill's data (default ~/.claude/skills/pytorch-fsdp)",
+        description="Write SKILL.md, references/, assets/ and scripts/ into a skill folder, atomically. An existing "
+        "pytorch-fsdp skill of another version (or with local edits) is replaced only with --force; a folder that "
+        "is not this skill, or is a clone of the repository, is never replaced.",
+    )
+    i.add_argument("dir", nargs="?", help="the skill folder (default: ~/.claude/skills/pytorch-fsdp)")
+    i.add_argument("--dir", dest="dir_option", metavar="DIR", help="the skill folder (same as the positional DIR)")
+    i.add_argument("--force", action="store_true", help="replace another version of the skill, or local edits")
+    i.set_defaults(handler="fsdp_skill.cli.skill_install:cli_skill_install")
+
+
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks that print ratios against an in-run baseline")
     bsub = p.add_subparsers(dest="bench", required=True)
@@ -92,13 +107,33 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(handler="fsdp_skill.cli.bench_verify:cli_bench_verify")
 
 
+class _VersionAction(argparse.Action):
+    """`fsdp-skill --version`: the package version and which data it serves (checkout, package or $FSDP_SKILL_ROOT)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from fsdp_skill import __version__
+        from fsdp_skill.core.paths import locate
+
+        try:
+            data = locate().describe()
+        except UserError as exc:
+            data = f"none ({exc})"
+        print(f"fsdp-skill {__version__}\ndata: {data}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fsdp-skill",
         description="PyTorch FSDP / torch.distributed docs: regenerate, search, serve over MCP, verify examples.",
     )
+    parser.add_argument("--version", action=_VersionAction, help="print the version and where the data is read from")
     sub = parser.add_subparsers(dest="command", required=True)
-    for add in (_add_fetch, _add_regenerate, _add_search, _add_show, _add_serve, _add_verify, _add_validate, _add_bench):
+    for add in (_add_fetch, _add_regenerate, _add_search, _add_show, _add_serve, _add_verify, _add_validate,
+                _add_skill, _add_bench):
         add(sub)
     return parser
 

@@ -32,10 +32,15 @@ from urllib.parse import unquote, urlsplit
 import yaml
 from markdown_it.token import Token
 
-from fsdp_skill.convert.myst import markdown_parser
-from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
 from fsdp_skill.build.render import github_slug, plain_text
-from fsdp_skill.verify.patterns import PatternHeader, PatternHeaderError, pattern_files, read_header
+from fsdp_skill.core.markdown import markdown_parser
+from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
+from fsdp_skill.verify.patterns import (
+    PatternHeader,
+    PatternHeaderError,
+    pattern_files,
+    read_header,
+)
 
 SKILL_NAME = "pytorch-fsdp"  # the folder the skill is installed as (e.g. ~/.claude/skills/pytorch-fsdp)
 ALLOWED_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")

@@ -1,5 +1,7 @@
-"""convert: PyTorch's doc sources to CommonMark — MyST pages (markdown-it-py) and RST (`convert.rst`),
-with the shared markdown helpers (the one parser, fences, admonitions, heading shifts).
+"""convert: PyTorch's doc sources to CommonMark — MyST pages (`myst`, read as markdown-it-py tokens with
+the MyST plugins by `myst_tokens`) and RST (`convert.rst`), classified by one Sphinx directive table
+(`sphinx_directives`), with the markdown both emit and later stages reshape (`markdown`: admonitions,
+block quotes, heading shifts). The plain parser and fence sizing are `core.markdown`.
 
 Imports: `core` only. Knows nothing of torch, topics or the catalog's assembly.
 """

@@ -1,4 +1,4 @@
-"""Atomic file writes: readers never see half a file, and a failed write leaves the old one in place.
+"""Atomic writes: readers never see half a file or folder, and a failed write leaves the old one in place.
 
 Stdlib only, because the example runner (`fsdp_skill.verify`, stdlib + torch) writes its report with it.
 """
@@ -6,6 +6,7 @@ Stdlib only, because the example runner (`fsdp_skill.verify`, stdlib + torch) wr
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -21,3 +22,24 @@ def write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def replace_dir(staged: Path, target: Path) -> None:
+    """Put the finished folder `staged` at `target`, replacing what is there, by renames only.
+
+    `staged` must be on the same filesystem as `target` (make it a sibling). The old `target` is moved
+    aside first and deleted only once `staged` is in place; if that last rename fails, it is put back.
+    """
+    old: Path | None = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        os.replace(target, old / target.name)
+    try:
+        os.replace(staged, target)
+    except OSError:
+        if old is not None:
+            os.replace(old / target.name, target)
+            shutil.rmtree(old, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

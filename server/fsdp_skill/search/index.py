@@ -32,7 +32,7 @@ from urllib.parse import quote
 from typing import TYPE_CHECKING
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, repo_root
 from fsdp_skill.search.query import SYMBOL_ALIASES, identifier_parts
 from fsdp_skill.search.snippets import Block
 
@@ -423,9 +423,9 @@ def open_index(root: Path | None = None, warn: Callable[[str], None] = _warn) ->
             warn(f"{catalog_file} is missing; serving the committed index as it is")
         return DocsIndex(index_file)
     if not catalog_file.is_file():
-        raise IndexUnavailable(f"{reason} and {catalog_file} does not exist: run `fsdp-skill regenerate`")
-    warn(f"{reason}; building a temporary index from {catalog_file.name} "
-         "(run `fsdp-skill regenerate` to refresh the committed one)")
+        raise IndexUnavailable(f"{reason} and {catalog_file} does not exist: {rebuild_hint(root)}")
+    warn(f"{reason}; building a temporary index from {catalog_file.name} (to refresh the committed one: "
+         f"{rebuild_hint(root)})")
     from fsdp_skill.core.catalog import load_catalog
 
     catalog = load_catalog(catalog_file)

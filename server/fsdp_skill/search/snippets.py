@@ -13,6 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
+from fsdp_skill.core.markdown import fence_marker, markdown_parser
+
 BlockKind = Literal["text", "code"]
 Block = tuple[BlockKind, str]
 
@@ -25,12 +27,10 @@ def markdown_blocks(markdown: str, skip_heading: str | None = None) -> list[Bloc
     """Top-level blocks of a markdown text, each sliced verbatim from the source lines.
 
     `skip_heading` drops a heading block whose text equals the section's own title (the title is
-    shown separately). Imported lazily: only the build (and a stale-index rebuild) parses markdown.
+    shown separately). markdown-it-py loads lazily: only the build (and a stale-index rebuild) parses.
     """
-    from markdown_it import MarkdownIt
-
     lines = markdown.splitlines()
-    tokens = MarkdownIt("commonmark").enable("table").parse(markdown)
+    tokens = markdown_parser().parse(markdown)
     blocks: list[Block] = []
     for i, token in enumerate(tokens):
         if token.level != 0 or token.map is None or token.nesting == -1:
@@ -55,8 +55,7 @@ def markdown_blocks(markdown: str, skip_heading: str | None = None) -> list[Bloc
 
 def code_block(code: str, language: str = "python") -> Block:
     """A fenced block around code, with a fence longer than any backtick run inside it."""
-    longest = max((len(m.group(0)) for m in re.finditer(r"`{3,}", code)), default=2)
-    fence = "`" * max(3, longest + 1)
+    fence = fence_marker(code)
     return ("code", f"{fence}{language}\n{code.rstrip()}\n{fence}")
 
 

@@ -21,19 +21,12 @@ from pydantic import Field
 
 from fsdp_skill import __version__
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.search.index import DocsIndex, open_index
+from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
-    ApiEntryResult,
-    ExampleDetail,
-    ExampleList,
-    PatternDetail,
-    PatternList,
-    ReferenceList,
-    ReferencePage,
-    SearchResponse,
-    VerifyResult,
+    ApiEntryResult, ExampleDetail, ExampleList, PatternDetail, PatternList, ReferenceList, ReferencePage,
+    SearchResponse, VerifyResult,
 )
 from fsdp_skill.serve.tools import EXAMPLE_PAGE, MAX_EXAMPLE_PAGE, MAX_LIMIT, Toolbox
 
@@ -164,7 +157,7 @@ def _add_resources(server: MCPServer, root: Path) -> None:
             try:
                 return path.read_text(encoding="utf-8")
             except OSError as exc:
-                raise ResourceError(f"{path.name} cannot be read ({exc.strerror}): run `fsdp-skill regenerate`") from None
+                raise ResourceError(f"{path.name} cannot be read ({exc.strerror}): {rebuild_hint(root)}") from None
         return read
 
     skill = root / "SKILL.md"

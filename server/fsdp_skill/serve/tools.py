@@ -10,40 +10,18 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.paths import references_dir, repo_root
 from fsdp_skill.search.index import DocsIndex
+from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.search.query import QueryError, resolve_prefix
+from fsdp_skill.serve.results import (
+    ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
+    PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
+)
 from fsdp_skill.search.ranking import KINDS, search
 from fsdp_skill.search.snippets import open_fence_at
-from fsdp_skill.serve.page_code import (
-    PageCodeCatalog,
-    is_page_code_id,
-    section_code_summary,
-)
-from fsdp_skill.serve.results import (
-    ApiEntryResult,
-    DoctestStepResult,
-    ExampleBrief,
-    ExampleDetail,
-    ExampleInfo,
-    ExampleList,
-    PatternDetail,
-    PatternInfo,
-    PatternList,
-    ReferenceInfo,
-    ReferenceList,
-    ReferencePage,
-    SearchResponse,
-    SearchResult,
-    VerificationStatus,
-    VerifyResult,
-)
-from fsdp_skill.serve.verification import (
-    NOT_VERIFIED,
-    VerificationReport,
-    run_verification,
-    summarize,
-)
+from fsdp_skill.serve.page_code import PageCodeCatalog, is_page_code_id, section_code_summary
+from fsdp_skill.serve.results import VerificationStatus
+from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
 
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
@@ -182,7 +160,7 @@ class Toolbox:
 
     def _reference_file(self, name: str) -> Path:
         valid = self.reference_names()
-        listing = ", ".join(valid) or "(none: run `fsdp-skill regenerate`)"
+        listing = ", ".join(valid) or f"(none: {rebuild_hint(self.root)})"
         if "\0" in name or "/" in name or "\\" in name or name.startswith(".") or Path(name).is_absolute():
             raise ToolInputError(f"{name!r} is not a reference name: pass a bare file name from list_references, "
                                  f"one of: {listing}")
@@ -191,7 +169,7 @@ class Toolbox:
             raise ToolInputError(f"unknown reference {name!r}: pass one of: {listing}")
         path = (self.references_dir / candidate).resolve()
         if not path.is_relative_to(self.references_dir.resolve()) or not path.is_file():
-            raise ToolInputError(f"reference {candidate!r} is listed but its file is missing: run `fsdp-skill regenerate`")
+            raise ToolInputError(f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}")
         return path
 
     def _section_text(self, reference: str, text: str, section: str) -> tuple[str, str]:

@@ -97,7 +97,9 @@ def run_verification(name: str, backend: str, world_size: int, timeout: float, r
             "--world-size", str(world_size), "--timeout", str(timeout), "--json", str(report),
         ]
         env = {**os.environ, "FSDP_SKILL_ROOT": str(root)}
-        proc = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # cwd is the scratch folder, not root: an example that saves a file (a checkpoint) must not write into
+        # the skill's data, which for a wheel install is the package itself.
+        proc = subprocess.Popen(command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
             output, _ = proc.communicate(timeout=timeout + STARTUP_GRACE_S)

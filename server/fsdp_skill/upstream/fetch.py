@@ -31,7 +31,7 @@ import httpx
 
 from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
 from fsdp_skill.core.errors import NetworkError, UserError
-from fsdp_skill.core.paths import repo_root
+from fsdp_skill.core.paths import writable_root
 from fsdp_skill.upstream.sources import (
     Declaration,
     DeclaredSource,
@@ -331,7 +331,7 @@ def cli_fetch(args: argparse.Namespace) -> int:
     """Handler of `fsdp-skill fetch [--ref REF]... [--from-dir DIR] [--timeout S] [--retries N]`."""
     from fsdp_skill.upstream.seed import seed_from_dir
 
-    root = repo_root()
+    root = writable_root("fetch rewrites the upstream/ cache next to the skill's data")
     refs = parse_ref_args(args.ref, load_declaration(root))
     if args.from_dir:
         update = seed_from_dir(root, Path(args.from_dir), refs)

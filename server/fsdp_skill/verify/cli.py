@@ -8,12 +8,14 @@ nothing failed, 1 when any example or pattern failed, 2 for bad input (one line 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
+from fsdp_skill.core.paths import repo_root, writable_root
 
 from .args import add_arguments
 from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
@@ -25,12 +27,6 @@ from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_
 
 _STATUS_STYLE = {"passed": "green", "passed-with-stand-ins": "green", "doc-bug": "yellow", "checked": "cyan", "skipped": "dim",
                  "failed": "bold red"}
-
-
-def repo_root() -> Path:
-    # Same rule as fsdp_skill.core.paths (not imported: this subpackage depends on the stdlib and torch only).
-    env = os.environ.get("FSDP_SKILL_ROOT")
-    return Path(env).resolve() if env else Path(__file__).resolve().parents[3]
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -177,6 +173,8 @@ def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any, 
 def cli_verify(args: argparse.Namespace) -> int:
     try:
         options = _options(args)
+        if args.write_report:  # checked before the run, not after minutes of it
+            writable_root("--write-report rewrites references/verification.{md,json}")
         chosen = _selected(args)
         launched = launched_by_torchrun()
         if launched and not chosen.examples:
@@ -184,7 +182,7 @@ def cli_verify(args: argparse.Namespace) -> int:
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
             )
-    except (CatalogReadError, _InputError) as exc:
+    except (CatalogReadError, _InputError, UserError) as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     import torch  # the runner's one dependency; imported only once the input is known to be good

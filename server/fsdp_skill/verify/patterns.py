@@ -37,6 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
+from fsdp_skill.core.paths import patterns_dir
+
 PATTERN_SUFFIXES = (".py", ".sh", ".sbatch")
 REQUIRED_KEYS = ("name", "title", "world_size")
 OPTIONAL_KEYS = ("requires", "tags", "launch")
@@ -362,13 +365,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", choices=["gloo", "nccl"], default="gloo")
     parser.add_argument("--timeout", type=float, default=180.0, help="per-pattern timeout in seconds")
     args = parser.parse_args(argv)
-    # Same rule as fsdp_skill.core.paths (not imported: this subpackage stays stdlib + torch only).
-    root = Path(os.environ.get("FSDP_SKILL_ROOT") or Path(__file__).resolve().parents[3])
-    default_dir = root / "assets" / "patterns"
-    files = [Path(f) for f in args.files] or pattern_files(default_dir)
+    files = [Path(f) for f in args.files]
     if not files:
-        print(f"no pattern files in {default_dir}", file=sys.stderr)
-        return 2
+        try:
+            default_dir = patterns_dir()
+        except UserError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        files = pattern_files(default_dir)
+        if not files:
+            print(f"no pattern files in {default_dir}", file=sys.stderr)
+            return 2
     failed = 0
     for file in files:
         try:

@@ -1,6 +1,10 @@
 """Line helpers shared by the RST converter: indentation, fences, paragraphs, list items, joining.
 
 A Block is the markdown lines of one block-level element; blocks are joined with one blank line.
+
+The indentation helpers (`indent_of`, `dedent`, `indented_end`) are also how `apidoc.docstring_sections`
+cuts a docstring into its sections: one rule, here, for where an indented RST block ends, so the
+splitter and the converter never disagree about it (apidoc may import convert, not the reverse).
 """
 
 from __future__ import annotations
@@ -8,6 +12,8 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
+
+from fsdp_skill.core.markdown import fence_marker
 
 Block = list[str]
 
@@ -33,10 +39,12 @@ def indent_of(line: str) -> int:
 
 
 def dedent(lines: list[str]) -> list[str]:
-    """Remove the common indentation of the non-blank lines; blank lines become empty."""
+    """Remove the common indentation of the non-blank lines; blank lines become empty. Trailing
+    whitespace is kept: a doctest's expected output is compared as written (the markdown emitters
+    strip it where it would show)."""
     indents = [indent_of(ln) for ln in lines if ln.strip()]
     cut = min(indents) if indents else 0
-    return [ln[cut:].rstrip() if ln.strip() else "" for ln in lines]
+    return [ln[cut:] if ln.strip() else "" for ln in lines]
 
 
 def indented_end(lines: list[str], start: int) -> int:
@@ -73,7 +81,7 @@ def guess_language(code: list[str]) -> str:
         parses = True
     except (SyntaxError, ValueError):
         parses = False
-    if parses and re.search(r"[=(\[:]|^\s*(import|from|def|class|return)\b", source, re.M):
+    if parses and re.search(r"[=(\[:]|^\s*(import|from|def|class|return)\b", source, re.MULTILINE):
         return "python"
     if _PYTHON_START.match(first):
         return "python"
@@ -100,8 +108,7 @@ def fence(code: list[str], language: str) -> Block:
         code = code[1:]
     while code and not code[-1].strip():
         code = code[:-1]
-    longest = max((len(m) for ln in code for m in re.findall(r"^\s*(`{3,})", ln)), default=2)
-    marker = "`" * max(3, longest + 1)
+    marker = fence_marker("\n".join(code))
     return [f"{marker}{language}"] + [ln.rstrip() for ln in code] + [marker]
 
 

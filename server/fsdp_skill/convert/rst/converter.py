@@ -15,12 +15,17 @@ from collections.abc import Callable
 
 from fsdp_skill.convert.rst import blocks as rst_blocks
 from fsdp_skill.convert.rst.blocks import Block, dedent, fence, indent_of, indented_end
-from fsdp_skill.convert.rst.inline import convert as convert_inline
+from fsdp_skill.convert.rst.context import AutodocHook, ExplicitMarkup, Warn
+from fsdp_skill.convert.rst.directives import explicit_markup
 from fsdp_skill.convert.rst.inline import code_span, inline_to_markdown
-from fsdp_skill.convert.rst.tables import GRID_BORDER, SIMPLE_BORDER, TableError, grid_table, simple_table
-
-Warn = Callable[[str, int, str], None]
-AutodocHook = Callable[[str, str, dict[str, str], int], str]
+from fsdp_skill.convert.rst.inline import convert as convert_inline
+from fsdp_skill.convert.rst.tables import (
+    GRID_BORDER,
+    SIMPLE_BORDER,
+    TableError,
+    grid_table,
+    simple_table,
+)
 
 __all__ = ["AutodocHook", "Warn", "inline_to_markdown", "rst_to_markdown"]
 
@@ -33,8 +38,9 @@ _EXPLICIT = re.compile(r"^\.\.(?:\s|$)")
 
 class _Converter:
     def __init__(self, origin: str, warn: Warn, autodoc: AutodocHook | None, heading_base: int,
-                 resolve_uri: Callable[[str], str] | None = None) -> None:
+                 resolve_uri: Callable[[str], str] | None, explicit_markup: ExplicitMarkup) -> None:
         self.origin = origin
+        self.explicit_markup = explicit_markup
         self.resolve_uri = resolve_uri
         self.warn = warn
         self.autodoc = autodoc
@@ -61,55 +67,60 @@ class _Converter:
     def blocks(self, lines: list[str], line0: int) -> list[Block]:
         """Convert lines whose block indentation is 0; line0 is the source line of lines[0]."""
         out: list[Block] = []
-        i, n = 0, len(lines)
-        while i < n:
-            line = lines[i]
-            if not line.strip():
-                i += 1
-                continue
-            lineno = line0 + i
-            nxt = lines[i + 1] if i + 1 < n else ""
-            if indent_of(line) > 0:
-                # A block quote in RST; in docstrings nearly always stray indentation: keep as prose,
-                # unless it is code whose "::" the author forgot.
-                end = indented_end(lines, i)
-                body = dedent(lines[i:end])
-                if rst_blocks.looks_like_python(body):
-                    out.append(fence(body, "python"))
-                else:
-                    out.extend(self.blocks(body, lineno))
-                i = end
-            elif _EXPLICIT.match(line):
-                end = indented_end(lines, i + 1)
-                out.extend(self.explicit(lines[i:end], lineno))
-                i = end
-            elif line.startswith(">>>"):
-                end = _paragraph_end(lines, i, stop_at_breaks=False)
-                out.append(fence(lines[i:end], "python"))
-                i = end
-            elif GRID_BORDER.match(line):
-                end = _paragraph_end(lines, i, stop_at_breaks=False)
-                out.append(self.table(grid_table, lines[i:end], lineno))
-                i = end
-            elif _ADORNMENT.match(line) and i + 2 < n and nxt.strip() and lines[i + 2].rstrip() == line.rstrip():
-                out.append(self.heading(nxt.strip(), (line[0], True)))
-                i += 3
-            elif SIMPLE_BORDER.match(line) and (end := _simple_table_end(lines, i)):
-                out.append(self.table(simple_table, lines[i:end], lineno))
-                i = end
-            elif nxt and _ADORNMENT.match(nxt) and not _ADORNMENT.match(line):
-                out.append(self.heading(line.strip(), (nxt[0], False)))
-                i += 2
-            elif _ADORNMENT.match(line) and len(line.strip()) >= 4 and not nxt.strip():
-                out.append(["---"])  # transition
-                i += 1
-            elif _BULLET.match(line) or _is_enum_item(lines, i):
-                i = self.list_(lines, i, line0, out)
-            elif _FIELD.match(line):
-                i = self.field_list(lines, i, line0, out)
-            else:
-                i = self.paragraph(lines, i, line0, out)
+        i = 0
+        while i < len(lines):
+            i = self.block(lines, i, line0, out) if lines[i].strip() else i + 1
         return out
+
+    def block(self, lines: list[str], i: int, line0: int, out: list[Block]) -> int:
+        """Convert the block element starting at lines[i] (not blank) into `out`; return the index after it.
+        The order of the tests is RST's precedence: explicit markup and literal-like blocks before
+        section titles, titles with an overline before simple tables, tables before underlined titles."""
+        line = lines[i]
+        lineno = line0 + i
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        if indent_of(line) > 0:
+            return self.indented(lines, i, lineno, out)
+        if _EXPLICIT.match(line):
+            end = indented_end(lines, i + 1)
+            out.extend(self.explicit(lines[i:end], lineno))
+            return end
+        if line.startswith(">>>"):
+            end = _paragraph_end(lines, i, stop_at_breaks=False)
+            out.append(fence(lines[i:end], "python"))
+            return end
+        if GRID_BORDER.match(line):
+            end = _paragraph_end(lines, i, stop_at_breaks=False)
+            out.append(self.table(grid_table, lines[i:end], lineno))
+            return end
+        if _ADORNMENT.match(line) and i + 2 < len(lines) and nxt.strip() and lines[i + 2].rstrip() == line.rstrip():
+            out.append(self.heading(nxt.strip(), (line[0], True)))
+            return i + 3
+        if SIMPLE_BORDER.match(line) and (end := _simple_table_end(lines, i) or 0):
+            out.append(self.table(simple_table, lines[i:end], lineno))
+            return end
+        if nxt and _ADORNMENT.match(nxt) and not _ADORNMENT.match(line):
+            out.append(self.heading(line.strip(), (nxt[0], False)))
+            return i + 2
+        if _ADORNMENT.match(line) and len(line.strip()) >= 4 and not nxt.strip():
+            out.append(["---"])  # transition
+            return i + 1
+        if _BULLET.match(line) or _is_enum_item(lines, i):
+            return self.list_(lines, i, line0, out)
+        if _FIELD.match(line):
+            return self.field_list(lines, i, line0, out)
+        return self.paragraph(lines, i, line0, out)
+
+    def indented(self, lines: list[str], i: int, lineno: int, out: list[Block]) -> int:
+        """A block quote in RST; in docstrings nearly always stray indentation: kept as prose,
+        unless it is code whose "::" the author forgot."""
+        end = indented_end(lines, i)
+        body = dedent(lines[i:end])
+        if rst_blocks.looks_like_python(body):
+            out.append(fence(body, "python"))
+        else:
+            out.extend(self.blocks(body, lineno))
+        return end
 
     def heading(self, title: str, style: tuple[str, bool]) -> Block:
         if style not in self.title_styles:
@@ -235,9 +246,7 @@ class _Converter:
     # -- explicit markup ---------------------------------------------------------------------
 
     def explicit(self, block: list[str], lineno: int) -> list[Block]:
-        from fsdp_skill.convert.rst.directives import explicit_markup
-
-        return explicit_markup(self, block, lineno)
+        return self.explicit_markup(self, block, lineno)
 
 
 def _is_enum_item(lines: list[str], i: int) -> bool:
@@ -321,16 +330,18 @@ def _simple_table_end(lines: list[str], i: int) -> int | None:
 
 def rst_to_markdown(text: str, *, origin: str, warn: Warn, first_line: int = 1,
                     autodoc: AutodocHook | None = None, heading_base: int = 1,
-                    resolve_uri: Callable[[str], str] | None = None) -> str:
+                    resolve_uri: Callable[[str], str] | None = None,
+                    directives: ExplicitMarkup = explicit_markup) -> str:
     """Convert an RST document or fragment to CommonMark (see the module docstring).
 
     first_line is the source line of text's first line, so warnings name the right place;
     heading_base is the ATX level of the first section-title style met; resolve_uri maps an
     image path or relative link as written ("/_static/img/x.png", "../intermediate/x.html") to
-    the URL to emit (default: unchanged).
+    the URL to emit (default: unchanged); directives handles explicit markup (the Sphinx
+    directive table of `convert.rst.directives`, passed in so that module never imports this one).
     """
     lines = text.expandtabs(8).splitlines()
-    converter = _Converter(origin, warn, autodoc, heading_base, resolve_uri)
+    converter = _Converter(origin, warn, autodoc, heading_base, resolve_uri, directives)
     converter.collect_definitions(lines)
     blocks = converter.blocks(dedent(lines), first_line)
     return rst_blocks.join_blocks(blocks)

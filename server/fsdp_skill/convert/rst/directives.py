@@ -1,9 +1,8 @@
 """Explicit markup (`.. name:: arg`, targets, comments, footnotes) → markdown blocks.
 
-Every directive falls in one class: rendered (admonitions, code, math, images, tables, containers,
-Python-domain descriptions), handed to the autodoc hook (autodoc and module-tracking directives),
-dropped silently (no meaning offline: toctree, raw, only, include, role...), or unknown (a warning
-naming the page and line; its content kept as prose). Nothing is ever echoed as RST.
+What each directive name is comes from the table shared with MyST (`convert.sphinx_directives`):
+rendered, handed to the autodoc hook, dropped silently, or unknown (a warning naming the page and
+line; its content kept as prose). Nothing is ever echoed as RST.
 """
 
 from __future__ import annotations
@@ -11,46 +10,30 @@ from __future__ import annotations
 import csv
 import io
 import re
-from typing import TYPE_CHECKING
 
-from fsdp_skill.convert.rst.blocks import Block, dedent, fence, normalize_language, paragraph_lines
+from fsdp_skill.convert.markdown import admonition as markdown_admonition
+from fsdp_skill.convert.rst.blocks import (
+    Block,
+    dedent,
+    fence,
+    join_blocks,
+    normalize_language,
+    paragraph_lines,
+)
+from fsdp_skill.convert.rst.context import RstContext
 from fsdp_skill.convert.rst.tables import TableError, list_table, pipe_table
+from fsdp_skill.convert.sphinx_directives import (
+    ADMONITION_TITLES,
+    CODE_LANGUAGES,
+    VERSION_NOTE_TITLES,
+    Kind,
+    kind_of,
+    short_name,
+)
 
-if TYPE_CHECKING:
-    from fsdp_skill.convert.rst.converter import _Converter
-
-ADMONITIONS = {
-    "note": "Note", "warning": "Warning", "tip": "Tip", "important": "Important", "seealso": "See also",
-    "attention": "Attention", "danger": "Danger", "hint": "Hint", "caution": "Caution", "error": "Error",
-}
-VERSION_NOTES = {
-    "versionadded": "New in version", "versionchanged": "Changed in version",
-    "deprecated": "Deprecated since version", "versionremoved": "Removed in version",
-}
-AUTODOC = {
-    "automodule", "autoclass", "autofunction", "automethod", "autoattribute", "autodata", "autosummary",
-    "autoexception", "autoproperty", "autodecorator",
-}
-# Sphinx directives that set the current module; the hook sees them all as "currentmodule".
-MODULE_TRACKING = {"currentmodule", "py:currentmodule", "module", "py:module"}
-CODE = {"code-block": None, "code": None, "sourcecode": None, "testcode": "python", "doctest": "python",
-        "testoutput": "text", "parsed-literal": "text", "code-cell": "python", "ipython": "python"}
-DROPPED = {
-    "toctree", "raw", "role", "only", "include", "meta", "highlight", "contents", "index", "sectionauthor",
-    "codeauthor", "moduleauthor", "testsetup", "testcleanup", "tabularcolumns", "default-role",
-    "default-domain", "cssclass", "rst-class", "galleryitem", "customcarditem", "customcalloutitem",
-    "footbibliography", "minigallery", "todo", "spelling:word-list", "literalinclude", "program",
-    "tags", "jupyter-execute",
-}
-CONTAINERS = {"container", "grid", "grid-item", "tab-set", "compound", "hlist", "glossary", "class-card",
-              "card-carousel", "div"}
-TITLED_CONTAINERS = {"grid-item-card", "card", "tab-item", "tab", "topic", "sidebar", "rubric", "dropdown",
-                     "admonition", "table", "centered"}
-PY_DESCRIPTIONS = {"class", "function", "method", "attribute", "data", "exception", "decorator", "staticmethod",
-                   "classmethod", "property", "attr", "module-attribute", "envvar", "option", "describe", "object"}
 _DIRECTIVE = re.compile(r"^\.\.\s+([\w][\w:.+-]*)::(?:\s+(.*))?$|^\.\.\s+([\w][\w:.+-]*)::(.*)$")
 # ".. note:", ".. warning" and ".. warning ::" (a space before the colons) are comments to docutils.
-_SLOPPY_ADMONITION = re.compile(rf"^\.\.\s+({'|'.join(ADMONITIONS)})\s*:{{0,2}}\s*(.*)$", re.IGNORECASE)
+_SLOPPY_ADMONITION = re.compile(rf"^\.\.\s+({'|'.join(ADMONITION_TITLES)})\s*:{{0,2}}\s*(.*)$", re.IGNORECASE)
 _OPTION = re.compile(r"^:([\w][\w -]*):(?:\s+(.*))?$")
 
 
@@ -70,7 +53,7 @@ def split_options(body: list[str]) -> tuple[dict[str, str], list[str], int]:
     return options, dedent(body[i:]), i
 
 
-def explicit_markup(conv: _Converter, block: list[str], lineno: int) -> list[Block]:
+def explicit_markup(conv: RstContext, block: list[str], lineno: int) -> list[Block]:
     first = block[0]
     body = dedent(block[1:])
     if re.match(r"^\.\.\s+(_|__:)", first) or re.match(r"^\.\.\s+\|[^|]+\|", first):
@@ -87,47 +70,41 @@ def explicit_markup(conv: _Converter, block: list[str], lineno: int) -> list[Blo
     sloppy = _SLOPPY_ADMONITION.match(first)
     if sloppy and (sloppy.group(2) or body):
         # ".. note:" / ".. warning" / ".. warning ::" is a comment to Sphinx, but the author meant a note.
-        return admonition(conv, ADMONITIONS[sloppy.group(1).lower()], [sloppy.group(2)] + body, lineno)
+        return admonition(conv, ADMONITION_TITLES[sloppy.group(1).lower()], [sloppy.group(2)] + body, lineno)
     return []  # a comment
 
 
-def directive(conv: _Converter, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
-    short = name.split(":", 1)[1] if name.startswith(("py:", "std:", "rst:")) and name not in MODULE_TRACKING else name
-    if short in ADMONITIONS:
-        options, content, _ = split_options(body) if not argument else ({}, body, 0)
-        return admonition(conv, ADMONITIONS[short], ([argument] if argument else []) + content, lineno)
-    if short in VERSION_NOTES:
+def directive(conv: RstContext, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
+    """One `.. name:: argument` block, by what the shared table says `name` is."""
+    kind, short = kind_of(name), short_name(name)
+    if kind is Kind.ADMONITION:
+        return _admonition_directive(conv, short, argument, body, lineno)
+    if kind is Kind.VERSION_NOTE:
         version, _, text = argument.partition(" ")
-        options, content, _ = split_options(body)
-        label = f"{VERSION_NOTES[short]} {version}".strip()
+        _, content, _ = split_options(body)
+        label = f"{VERSION_NOTE_TITLES[short]} {version}".strip()
         return admonition(conv, label, ([text] if text else []) + content, lineno)
-    if short in CODE:
-        options, content, _ = split_options(body)
-        language = CODE[short] or argument.split()[0] if (CODE[short] or argument) else None
-        blocks: list[Block] = []
-        if options.get("caption"):
-            blocks.append(paragraph_lines(f"*{conv.inline(options['caption'])}*"))
-        blocks.append(fence(content, normalize_language(language, content)))
-        return blocks
-    if short == "math":
-        options, content, _ = split_options(body)
+    if kind is Kind.CODE:
+        return _code(conv, short, argument, body)
+    if kind is Kind.MATH:
+        _, content, _ = split_options(body)
         return [fence(([argument] if argument else []) + content, "math")]
-    if short in ("image", "figure"):
+    if kind is Kind.IMAGE:
         return image(conv, short, argument, body, lineno)
-    if short in ("list-table", "csv-table"):
+    if kind is Kind.TABLE:
         return table_directive(conv, short, argument, body, lineno)
-    if name in MODULE_TRACKING or short in AUTODOC:
-        return autodoc(conv, "currentmodule" if name in MODULE_TRACKING else short, argument, body, lineno)
-    if short in DROPPED:
+    if kind in (Kind.AUTODOC, Kind.MODULE):
+        return autodoc(conv, "currentmodule" if kind is Kind.MODULE else short, argument, body, lineno)
+    if kind is Kind.DROPPED:
         return []
-    options, content, offset = split_options(body)
-    if short in CONTAINERS:
+    _, content, offset = split_options(body)
+    if kind in (Kind.CONTAINER, Kind.EVAL_RST):
         return conv.blocks(content, lineno + 1 + offset)
-    if short in TITLED_CONTAINERS:
+    if kind is Kind.TITLED_CONTAINER:
         title = conv.inline(argument).strip()
         head = [paragraph_lines(f"**{title}**")] if title else []
         return head + conv.blocks(content, lineno + 1 + offset)
-    if short in PY_DESCRIPTIONS:
+    if kind is Kind.DESCRIPTION:
         head = [paragraph_lines(f"**`{argument}`**")] if argument else []
         return head + conv.blocks(content, lineno + 1 + offset)
     conv.warn(conv.origin, lineno, f"unknown directive {name}")
@@ -135,23 +112,33 @@ def directive(conv: _Converter, name: str, argument: str, body: list[str], linen
     return head + conv.blocks(content, lineno + 1 + offset)
 
 
-def admonition(conv: _Converter, label: str, content: list[str], lineno: int) -> list[Block]:
-    """`> **Label:** text`, the whole body quoted; a body not starting with prose gets the label alone."""
-    inner = conv.blocks(dedent(content), lineno)
-    lines: list[str] = []
-    for k, block in enumerate(inner):
-        if k:
-            lines.append("")
-        lines.extend(block)
-    starts_with_prose = bool(lines) and not re.match(r"^(`{3,}|~{3,}|#|\||- |\d+\. |>)", lines[0])
-    if starts_with_prose:
-        lines[0] = f"**{label}:** {lines[0]}"
-    else:
-        lines = [f"**{label}:**", ""] + lines
-    return [["> " + ln if ln else ">" for ln in lines]]
+def _admonition_directive(conv: RstContext, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
+    """`.. note:: text` (the argument is the first line of the body); `.. admonition:: Title` (the
+    argument is the label)."""
+    if name == "admonition":
+        _, content, _ = split_options(body)
+        return admonition(conv, conv.inline(argument).strip() or "Note", content, lineno)
+    _, content, _ = split_options(body) if not argument else ({}, body, 0)
+    return admonition(conv, ADMONITION_TITLES[name], ([argument] if argument else []) + content, lineno)
 
 
-def image(conv: _Converter, kind: str, argument: str, body: list[str], lineno: int) -> list[Block]:
+def _code(conv: RstContext, name: str, argument: str, body: list[str]) -> list[Block]:
+    options, content, _ = split_options(body)
+    declared = CODE_LANGUAGES[name]
+    language = declared or argument.split()[0] if (declared or argument) else None
+    blocks: list[Block] = []
+    if options.get("caption"):
+        blocks.append(paragraph_lines(f"*{conv.inline(options['caption'])}*"))
+    blocks.append(fence(content, normalize_language(language, content)))
+    return blocks
+
+
+def admonition(conv: RstContext, label: str, content: list[str], lineno: int) -> list[Block]:
+    """The body converted, then quoted under its label (`convert.markdown.admonition`)."""
+    return [markdown_admonition(label, join_blocks(conv.blocks(dedent(content), lineno))).split("\n")]
+
+
+def image(conv: RstContext, kind: str, argument: str, body: list[str], lineno: int) -> list[Block]:
     options, content, offset = split_options(body)
     uri = "".join(argument.split())
     if conv.resolve_uri is not None:
@@ -165,8 +152,8 @@ def image(conv: _Converter, kind: str, argument: str, body: list[str], lineno: i
     return [[picture]] + caption_blocks
 
 
-def table_directive(conv: _Converter, kind: str, title: str, body: list[str], lineno: int) -> list[Block]:
-    options, content, offset = split_options(body)
+def table_directive(conv: RstContext, kind: str, title: str, body: list[str], lineno: int) -> list[Block]:
+    options, content, _offset = split_options(body)
     head = [paragraph_lines(f"**{conv.inline(title)}**")] if title else []
     try:
         if kind == "list-table":
@@ -187,7 +174,7 @@ def table_directive(conv: _Converter, kind: str, title: str, body: list[str], li
 _NESTED_MEMBER = re.compile(r"^\s*\.\. auto(?:method|attribute|property)::\s*(.+?)\s*$")
 
 
-def autodoc(conv: _Converter, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
+def autodoc(conv: RstContext, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
     options, content, _ = split_options(body)
     if name == "autosummary":
         argument = "\n".join(ln.strip() for ln in content if ln.strip() and not ln.lstrip().startswith(":"))

@@ -25,6 +25,9 @@ _TEXT_ROLES = {"ref", "doc", "term", "numref", "abbr", "title-reference", "title
 _DROPPED_ROLES = {"octicon", "fa", "bdg", "bdg-primary", "bdg-secondary", "bdg-info", "bdg-success",
                   "bdg-warning", "bdg-danger", "index"}
 
+# Every role the converter renders on purpose (others are kept as code); a domain prefix (py:, std:) is allowed.
+KNOWN_ROLES = frozenset(_PY_ROLES | _CODE_ROLES | _TEXT_ROLES | _DROPPED_ROLES | {"math", "emphasis", "em", "strong"})
+
 _INLINE = re.compile(
     r"""
     (?P<literal>``(?P<literal_body>\S(?:.*?\S)??)``(?!`))
@@ -83,7 +86,7 @@ def _role(name: str, body: str, substitutions: dict[str, str]) -> str:
     if short in _PY_ROLES:
         return _py_role_text(short, body)
     if short == "math":
-        return f"${_unescape(body).strip()}$"
+        return f"${body.strip()}$"  # LaTeX: backslashes are commands, not RST escapes
     if short in _CODE_ROLES:
         return code_span(_unescape(body))
     if short in ("emphasis", "em"):
@@ -122,9 +125,9 @@ def _link(body: str, targets: dict[str, str], resolve_uri: Callable[[str], str] 
             url = targets[url[:-1]]
         return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})"
     # `name`_ : a reference to a named target defined elsewhere in the document.
-    url = targets.get(target.lower()) or targets.get(target)
+    named_url = targets.get(target.lower()) or targets.get(target)
     text = _unescape(target)
-    return f"[{_link_text(text)}]({_link_url(url, resolve_uri)})" if url else text
+    return f"[{_link_text(text)}]({_link_url(named_url, resolve_uri)})" if named_url else text
 
 
 def _link_text(text: str) -> str:

@@ -8,6 +8,7 @@ by any upstream page and would come out as a cell per row segment.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable
 
@@ -70,7 +71,7 @@ def grid_table(lines: list[str], cell: Cell) -> list[str]:
         if dividers[:1] != [bounds[0]]:
             raise TableError("grid table row does not start with |")
         row: list[tuple[str, int]] = []
-        for left, right in zip(dividers, dividers[1:]):
+        for left, right in itertools.pairwise(dividers):
             span = bounds.index(right) - bounds.index(left)
             row.append((_cell_text([ln[left + 1 : right] for ln in seg_lines], cell), span))
         table.append(row)

@@ -1,0 +1,6 @@
+"""build: the `regenerate` pipeline — the topic map, assembly of converted pages into topic references,
+rendering, markdown checks, the catalog's patterns, and writing references/ (with the search index).
+
+Imports: `apidoc`, `convert`, `search`, `upstream`, `core`, and `verify.patterns` (the stdlib header
+parser the runner shares).
+"""
