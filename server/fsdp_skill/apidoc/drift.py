@@ -250,8 +250,8 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
         "",
         f"## Documented but missing from torch {torch_version} ({len(unresolved)})",
         "",
-        "The pages name these, but they do not import from the installed torch: either the name is not in it "
-        "(removed or renamed), or its module fails to import here (an optional dependency is not installed).",
+        ("The pages name these, but they do not import from the installed torch: either the name is not in it "
+         "(removed or renamed), or its module fails to import here (an optional dependency is not installed)."),
         "",
         "| name | documented in | why |",
         "|---|---|---|",

@@ -29,8 +29,8 @@ import textwrap
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.catalog import ApiEntry, PageCode, Section
+from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.verify.code_shape import (
     defines_launcher,
     free_names,
