@@ -17,9 +17,15 @@ setup: $(BIN)/fsdp-skill
 serve: setup
 	$(BIN)/fsdp-skill serve $(ARGS)
 
+# The gates run first (both configured in pyproject.toml): lint + import order, then the type checker.
+# assets/patterns/ is left out of the lint: their header docstrings hold one `key: value` per line.
+lint: setup
+	$(BIN)/ruff check server tests scripts
+	$(BIN)/mypy
+
 # pytest exits 5 when it collected no test: that must fail CI, not pass silently.
-test: setup
+test: lint
 	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi; exit $$rc
 
-.PHONY: setup serve test
+.PHONY: setup serve lint test

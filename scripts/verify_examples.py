@@ -14,6 +14,7 @@ without it; rich, if installed, draws a nicer table). Examples:
     python scripts/verify_examples.py -k all_reduce --json out.json
     python scripts/verify_examples.py -k getting-started.md#   # one page's code blocks
     python scripts/verify_examples.py --backend nccl       # on a machine with one GPU per rank
+    python scripts/verify_examples.py --only-claims        # the claim checks of assets/checks/ (SKILL.md's statements)
     torchrun --nproc-per-node 2 scripts/verify_examples.py --world-size 2   # as launcher-started ranks
 
 Exit status: 0 when nothing failed, 1 when an example failed, 2 for bad input.
@@ -40,7 +41,8 @@ if importlib.util.find_spec("torch") is None:
     sys.exit("verify_examples.py: error: torch is not installed; `pip install torch` (CPU build is enough for gloo)")
 if importlib.util.find_spec("numpy") is None:
     print("verify_examples.py: note: numpy is not installed, so the object-collective examples "
-          "(all_gather_object, broadcast_object_list, ...) are skipped; `pip install numpy` to run them", file=sys.stderr)
+          "(all_gather_object, broadcast_object_list, ...) are skipped; `pip install numpy` to run them",
+          file=sys.stderr)
 
 from fsdp_skill.verify.cli import main  # noqa: E402 - needs the sys.path entry above
 

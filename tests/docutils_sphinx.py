@@ -22,6 +22,7 @@ import docutils.utils
 from docutils import nodes
 from docutils.parsers.rst import Directive, directives, roles
 from docutils.parsers.rst.languages import en as rst_en
+
 from fsdp_skill.convert.rst.inline import KNOWN_ROLES
 from fsdp_skill.convert.sphinx_directives import Kind, kind_of, known_directives
 
@@ -46,7 +47,8 @@ class _Stub(Directive):
 
 
 class _Nothing(_Stub):
-    """autodoc, module tracking, navigation: nothing in the doctree (the converter hands them to a hook or drops them)."""
+    """autodoc, module tracking, navigation: nothing in the doctree (the converter hands them to a hook or
+    drops them)."""
 
     def run(self) -> list[nodes.Node]:
         return []

@@ -11,7 +11,16 @@ import re
 from pathlib import Path
 
 from fsdp_skill.core.catalog import (
-    ApiEntry, Catalog, Deprecation, DoctestStep, Example, Parameter, Pattern, Reference, Section, save_catalog,
+    ApiEntry,
+    Catalog,
+    Deprecation,
+    DoctestStep,
+    Example,
+    Parameter,
+    Pattern,
+    Reference,
+    Section,
+    save_catalog,
 )
 from fsdp_skill.search.index import build_index
 
@@ -220,16 +229,32 @@ def _api() -> list[ApiEntry]:
 
 
 def _examples() -> list[Example]:
-    code1 = "tensor = torch.arange(2, dtype=torch.int64) + 1 + 2 * rank\ndist.all_reduce(tensor, op=ReduceOp.SUM)\ntensor"
+    code1 = (
+        "tensor = torch.arange(2, dtype=torch.int64) + 1 + 2 * rank\ndist.all_reduce(tensor, op=ReduceOp.SUM)\ntensor"
+    )
     return [
-        Example(id="torch.distributed.all_reduce#1", symbol="torch.distributed.all_reduce", reference="collectives.md",
-                anchor="torch.distributed.all_reduce", code=code1, world_size=2,
-                steps=[DoctestStep(source="tensor = torch.arange(2, dtype=torch.int64) + 1 + 2 * rank"),
-                       DoctestStep(source="dist.all_reduce(tensor, op=ReduceOp.SUM)"),
-                       DoctestStep(source="tensor", expected_by_rank={0: "tensor([4, 6])", 1: "tensor([4, 6])"})]),
-        Example(id="torch.distributed.all_reduce#2", symbol="torch.distributed.all_reduce", reference="collectives.md",
-                anchor="torch.distributed.all_reduce", code="tensor = torch.tensor([1+1j, 2+2j])\ndist.all_reduce(tensor)",
-                world_size=2, steps=[DoctestStep(source="dist.all_reduce(tensor)")]),
+        Example(
+            id="torch.distributed.all_reduce#1",
+            symbol="torch.distributed.all_reduce",
+            reference="collectives.md",
+            anchor="torch.distributed.all_reduce",
+            code=code1,
+            world_size=2,
+            steps=[
+                DoctestStep(source="tensor = torch.arange(2, dtype=torch.int64) + 1 + 2 * rank"),
+                DoctestStep(source="dist.all_reduce(tensor, op=ReduceOp.SUM)"),
+                DoctestStep(source="tensor", expected_by_rank={0: "tensor([4, 6])", 1: "tensor([4, 6])"}),
+            ],
+        ),
+        Example(
+            id="torch.distributed.all_reduce#2",
+            symbol="torch.distributed.all_reduce",
+            reference="collectives.md",
+            anchor="torch.distributed.all_reduce",
+            code="tensor = torch.tensor([1+1j, 2+2j])\ndist.all_reduce(tensor)",
+            world_size=2,
+            steps=[DoctestStep(source="dist.all_reduce(tensor)")],
+        ),
     ]
 
 
@@ -248,12 +273,22 @@ def make_catalog(root: Path) -> Catalog:
     pattern_file.parent.mkdir(parents=True, exist_ok=True)
     pattern_file.write_text(PATTERN_PY, encoding="utf-8")
     return Catalog(
-        torch_version="2.13.0", ref="v2.13.0", references=references, sections=sections, api=_api(),
+        torch_version="2.13.0",
+        ref="v2.13.0",
+        references=references,
+        sections=sections,
+        api=_api(),
         examples=_examples(),
-        patterns=[Pattern(name="fsdp2-train", title="FSDP2 training loop with meta-device init",
-                          summary="Shard a model with fully_shard, initialise it on the meta device, train; loss goes down.",
-                          file="assets/patterns/fsdp2_train.py", tags=["fsdp2", "meta-device", "training"],
-                          launch="torchrun --nproc-per-node 2 assets/patterns/fsdp2_train.py")],
+        patterns=[
+            Pattern(
+                name="fsdp2-train",
+                title="FSDP2 training loop with meta-device init",
+                summary="Shard a model with fully_shard, initialise it on the meta device, train; loss goes down.",
+                file="assets/patterns/fsdp2_train.py",
+                tags=["fsdp2", "meta-device", "training"],
+                launch="torchrun --nproc-per-node 2 assets/patterns/fsdp2_train.py",
+            )
+        ],
     )
 
 

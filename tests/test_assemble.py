@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from fsdp_skill.build.assemble import ConvertedPage, TopicMapError, assemble, topic_body
+from fsdp_skill.build.topics import parse_topics
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.upstream.sources import DeclaredSource
-from fsdp_skill.build.topics import parse_topics
 
 PAGE_ID = "pytorch/pytorch:docs/source/distributed.md"
 NOTE_ID = "pytorch/pytorch:docs/source/notes/ddp.md"

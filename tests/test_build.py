@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import sys
@@ -12,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.build import pipeline as build
+from fsdp_skill.build.lint import problems
 from fsdp_skill.core.catalog import Catalog, Reference, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.build.lint import problems
 from fsdp_skill.core.paths import references_dir, repo_root
 
 REFS = references_dir(repo_root())
@@ -24,7 +25,6 @@ GENERATED = sorted([p.name for p in REFS.glob("*.md") if p.name != "verification
 @pytest.fixture(scope="module")
 def fresh() -> build.Output:
     """One build from the committed cache, shared by the tests that need torch."""
-    pytest.importorskip("torch")
     return build.build_references(repo_root())
 
 
@@ -36,12 +36,18 @@ def catalog() -> Catalog:
 # --- golden ---------------------------------------------------------------------------------------
 
 
-def test_regenerating_from_the_committed_cache_reproduces_committed_references_byte_for_byte(fresh: build.Output) -> None:
+@pytest.mark.torch
+def test_regenerating_from_the_committed_cache_reproduces_committed_references_byte_for_byte(
+    fresh: build.Output,
+) -> None:
     assert sorted(fresh.files) == GENERATED
     for name, text in sorted(fresh.files.items()):
-        assert (REFS / name).read_text(encoding="utf-8") == text, f"references/{name} differs: run `fsdp-skill regenerate`"
+        assert (REFS / name).read_text(encoding="utf-8") == text, (
+            f"references/{name} differs: run `fsdp-skill regenerate`"
+        )
 
 
+@pytest.mark.torch
 def test_the_build_has_no_validation_problems(fresh: build.Output) -> None:
     assert fresh.problems == []
 
@@ -49,8 +55,8 @@ def test_the_build_has_no_validation_problems(fresh: build.Output) -> None:
 # --- the issue's done-when checks, on the committed output -----------------------------------------
 
 
+@pytest.mark.torch
 def test_every_covered_public_name_is_an_api_entry_or_listed_in_api_drift(catalog: Catalog) -> None:
-    pytest.importorskip("torch")
     from fsdp_skill.apidoc.drift import coverage
 
     documented = {entry.qualified_name for entry in catalog.api} | {a for entry in catalog.api for a in entry.aliases}
@@ -65,10 +71,9 @@ def _doctest_statements(docstring: str) -> list[str]:
     return [s for s in statements if not re.match(r"#\s*(xdoctest|doctest)\s*:", s)]
 
 
+@pytest.mark.torch
 def test_every_doctest_statement_of_a_covered_public_name_is_in_the_catalog_examples(catalog: Catalog) -> None:
-    pytest.importorskip("torch")
-    from fsdp_skill.apidoc import drift
-    from fsdp_skill.apidoc import introspect
+    from fsdp_skill.apidoc import drift, introspect
 
     by_name = {entry.qualified_name: entry for entry in catalog.api}
     for entry in catalog.api:
@@ -101,8 +106,8 @@ def test_every_catalog_example_belongs_to_an_api_entry_and_has_a_unique_id(catal
     assert all(example.steps for example in catalog.examples)
 
 
+@pytest.mark.torch
 def test_example_ids_are_the_canonical_public_name_of_their_entry_numbered_from_one(catalog: Catalog) -> None:
-    pytest.importorskip("torch")
     import inspect
 
     from fsdp_skill.apidoc import introspect
@@ -129,14 +134,34 @@ def test_example_ids_are_the_canonical_public_name_of_their_entry_numbered_from_
 
 def test_catalog_world_sizes_follow_stated_sizes_meshes_and_rank_lists(catalog: Catalog) -> None:
     sizes = {example.id: example.world_size for example in catalog.examples}
-    assert {name: sizes[f"torch.distributed.{name}#1"] for name in (
-        "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
-        "send_object_list", "recv_object_list", "new_subgroups_by_enumeration", "DeviceMesh",
-        "DeviceMesh.get_local_rank", "init_device_mesh", "tensor.parallel.ColwiseParallel", "tensor.parallel.loss_parallel",
-    )} == {
-        "broadcast_object_list": 3, "all_gather_object": 3, "gather_object": 3, "scatter_object_list": 3,
-        "send_object_list": 2, "recv_object_list": 2, "new_subgroups_by_enumeration": 4, "DeviceMesh": 8,
-        "DeviceMesh.get_local_rank": 8, "init_device_mesh": 16, "tensor.parallel.ColwiseParallel": 8,
+    assert {
+        name: sizes[f"torch.distributed.{name}#1"]
+        for name in (
+            "broadcast_object_list",
+            "all_gather_object",
+            "gather_object",
+            "scatter_object_list",
+            "send_object_list",
+            "recv_object_list",
+            "new_subgroups_by_enumeration",
+            "DeviceMesh",
+            "DeviceMesh.get_local_rank",
+            "init_device_mesh",
+            "tensor.parallel.ColwiseParallel",
+            "tensor.parallel.loss_parallel",
+        )
+    } == {
+        "broadcast_object_list": 3,
+        "all_gather_object": 3,
+        "gather_object": 3,
+        "scatter_object_list": 3,
+        "send_object_list": 2,
+        "recv_object_list": 2,
+        "new_subgroups_by_enumeration": 4,
+        "DeviceMesh": 8,
+        "DeviceMesh.get_local_rank": 8,
+        "init_device_mesh": 16,
+        "tensor.parallel.ColwiseParallel": 8,
         "tensor.parallel.loss_parallel": 8,
     }
 
@@ -212,13 +237,26 @@ def no_index(monkeypatch) -> None:
     monkeypatch.setattr(build, "stale_reason", lambda *paths: None)
 
 
-def test_write_replaces_generated_files_removes_dropped_topics_and_keeps_unrelated_files(tmp_path: Path, monkeypatch) -> None:
+def test_write_replaces_generated_files_removes_dropped_topics_and_keeps_unrelated_files(
+    tmp_path: Path, monkeypatch
+) -> None:
     no_index(monkeypatch)
     refs = tmp_path / "references"
-    build.write_output(small_output({"old.md": "# old\n", "keep.md": "# keep v1\n", "api-drift.md": "# d\n"}), refs, tmp_path)
+    build.write_output(
+        small_output({"old.md": "# old\n", "keep.md": "# keep v1\n", "api-drift.md": "# d\n"}), refs, tmp_path
+    )
     (refs / "verification.md").write_text("# runner report\n")
-    build.write_output(small_output({"keep.md": "# keep v2\n", "new.md": "# new\n", "api-drift.md": "# d\n"}), refs, tmp_path)
-    assert sorted(p.name for p in refs.iterdir()) == ["api-drift.md", "catalog.json", "index.sqlite", "keep.md", "new.md", "verification.md"]
+    build.write_output(
+        small_output({"keep.md": "# keep v2\n", "new.md": "# new\n", "api-drift.md": "# d\n"}), refs, tmp_path
+    )
+    assert sorted(p.name for p in refs.iterdir()) == [
+        "api-drift.md",
+        "catalog.json",
+        "index.sqlite",
+        "keep.md",
+        "new.md",
+        "verification.md",
+    ]
     assert (refs / "keep.md").read_text() == "# keep v2\n"
     assert (refs / "verification.md").read_text() == "# runner report\n"
     assert json.loads((refs / "catalog.json").read_text())["ref"] == "v2.13.0"
@@ -256,7 +294,9 @@ def test_without_strict_a_warning_is_printed_and_the_files_are_written(tmp_path:
     assert regenerate(tmp_path, monkeypatch, output) == 0
     assert (tmp_path / "references" / "a.md").read_text() == "# a\n"
     out = capsys.readouterr().out
-    assert re.search(r"1 reference files, 0 sections, 0 API entries, 0 examples, 0 drift names, 1 warnings, \d+\.\d\d s", out)
+    assert re.search(
+        r"1 reference files, 0 sections, 0 API entries, 0 examples, 0 drift names, 1 warnings, \d+\.\d\d s", out
+    )
     # a.md, the index and catalog.json
     assert re.search(r"regenerated 3 files in \d+\.\d\d s", out)
 
@@ -279,7 +319,27 @@ def test_validation_problems_stop_the_run_before_anything_is_written(tmp_path: P
 
 
 def test_missing_torch_is_a_clear_user_error(monkeypatch) -> None:
-    real = build.importlib.util.find_spec
-    monkeypatch.setattr(build.importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
     with pytest.raises(UserError, match="torch is not installed"):
-        build.installed_torch_version()
+        build.torch_release()
+
+
+def test_regenerate_rewrites_skill_md_what_changed_block_and_check_reports_it_stale(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from fsdp_skill.build.what_changed import END, START
+
+    drift = "# d\n\n## Deprecated in torch 2.13.0 (1)\n\n| name | replacement | message |\n|---|---|---|\n" \
+            "| `torch.distributed.old_op` | `torch.distributed.new_op` | use new_op |\n"
+    skill = tmp_path / "SKILL.md"
+    skill.write_text(f"# Skill\n{START}\nstale\n{END}\n")
+    output = small_output({"a.md": "# a\n", "api-drift.md": drift})
+    assert regenerate(tmp_path, monkeypatch, output) == 0
+    assert "- `dist.old_op` → `dist.new_op`" in skill.read_text() and "stale" not in skill.read_text()
+    assert regenerate(tmp_path, monkeypatch, output, check=True) == 0
+    skill.write_text(f"# Skill\n{START}\nstale\n{END}\n")
+    capsys.readouterr()
+    assert regenerate(tmp_path, monkeypatch, output, check=True) == 1
+    assert "differs: SKILL.md (its what-changed block)" in capsys.readouterr().out
+    assert "stale" in skill.read_text()  # --check writes nothing

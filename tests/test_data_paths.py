@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.cli.main import main
 from fsdp_skill.core import paths
 

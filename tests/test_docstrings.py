@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.apidoc import introspect
+from fsdp_skill.apidoc.api_model import ApiDoc, walk
+from fsdp_skill.apidoc.api_render import render_api, to_api_entry, to_examples
 from fsdp_skill.apidoc.docstring_sections import split_docstring
-from fsdp_skill.apidoc.docstrings import ApiDoc, document, render_api, to_api_entry, to_examples, walk
+from fsdp_skill.apidoc.docstrings import document
 from fsdp_skill.apidoc.doctests import count_prompts
 from fsdp_skill.build.markdown_checks import artefacts, tables
-
-pytest.importorskip("torch")
 
 DOCS = Path("/work/shared/upstream/pytorch/docs/source")
 if not DOCS.is_dir():
@@ -29,8 +29,10 @@ def doc_of(directive: str, argument: str, current_module: str | None = "torch.di
 
 
 def test_google_sections_and_sphinx_fields_and_numpy_sections_are_split() -> None:
-    google = split_docstring("Summary.\n\nArgs:\n    x (int, optional): The x.\n        More.\n\nReturns:\n    A thing.\n\n"
-                             "Raises:\n    ValueError: if bad.\n\n.. warning::\n    Careful.\n")
+    google = split_docstring(
+        "Summary.\n\nArgs:\n    x (int, optional): The x.\n        More.\n\nReturns:\n    A thing.\n\n"
+        "Raises:\n    ValueError: if bad.\n\n.. warning::\n    Careful.\n"
+    )
     assert [(p.name, p.type, p.description) for p in google.params] == [("x", "int, optional", "The x.\nMore.")]
     assert google.returns == ["A thing."] and google.raises[0].name == "ValueError"
     assert google.notes == [("Warning", "Careful.")] and google.body == ["Summary."]
@@ -49,6 +51,7 @@ def test_warning_written_with_a_space_before_the_colons_or_without_dots_is_a_not
     assert [ln for ln in bare.body if ln] == ["Split.", "After."]
 
 
+@pytest.mark.torch
 def test_a_tuple_default_holding_a_class_shows_the_class_name_not_its_repr() -> None:
     import torch
 
@@ -56,6 +59,7 @@ def test_a_tuple_default_holding_a_class_shows_the_class_name_not_its_repr() -> 
     assert introspect.format_default([1, "a"]) == "[1, 'a']" and introspect.format_default(()) == "()"
 
 
+@pytest.mark.torch
 def test_annotations_show_typevars_and_builtin_callables_as_written_in_the_source() -> None:
     from typing import Any, TypeVar, Union
 
@@ -78,6 +82,7 @@ def test_google_item_with_its_type_after_a_colon_keeps_type_and_description_apar
     ]
 
 
+@pytest.mark.torch
 def test_autofunction_resolves_against_the_current_module_with_signature_params_and_examples() -> None:
     [doc], warnings = doc_of("autofunction", "all_reduce")
     assert not warnings and doc.qualified_name == "torch.distributed.all_reduce" and doc.kind == "function"
@@ -91,6 +96,7 @@ def test_autofunction_resolves_against_the_current_module_with_signature_params_
     assert {"dist.all_reduce", "all_reduce", "torch.distributed.distributed_c10d.all_reduce"} <= set(doc.aliases)
 
 
+@pytest.mark.torch
 def test_pybind_class_takes_its_signature_from_the_docstring_and_documents_special_members() -> None:
     [doc], _ = doc_of("autoclass", "TCPStore", members="", **{"special-members": "__init__"})
     assert (doc.signature or "").startswith("torch.distributed.TCPStore(\n    host_name: str,")
@@ -99,6 +105,7 @@ def test_pybind_class_takes_its_signature_from_the_docstring_and_documents_speci
     assert "self" not in (doc.members[names.index("__init__")].signature or "")
 
 
+@pytest.mark.torch
 def test_an_enum_class_lists_its_members_instead_of_the_enum_metaclass_call_signature() -> None:
     [doc], _ = doc_of("autoclass", "ShardingStrategy", current_module="torch.distributed.fsdp")
     assert doc.signature == "torch.distributed.fsdp.ShardingStrategy(value)" and doc.parameters == []
@@ -106,11 +113,13 @@ def test_an_enum_class_lists_its_members_instead_of_the_enum_metaclass_call_sign
     assert "names=None" not in render_api(doc, level=3)
 
 
+@pytest.mark.torch
 def test_a_name_that_does_not_import_warns_with_page_and_line_and_yields_nothing() -> None:
     docs, warnings = doc_of("autoclass", "MaskPartial", current_module="torch.distributed.tensor.placement_types")
     assert docs == [] and len(warnings) == 1 and warnings[0].startswith("page.md:7: autoclass MaskPartial")
 
 
+@pytest.mark.torch
 def test_deprecated_function_carries_its_message_and_replacement() -> None:
     [doc], _ = doc_of("autofunction", "reduce_scatter_tensor")
     assert doc.deprecation is not None
@@ -118,6 +127,7 @@ def test_deprecated_function_carries_its_message_and_replacement() -> None:
     assert "**Deprecated:**" in render_api(doc, level=3)
 
 
+@pytest.mark.torch
 def test_automodule_with_an_explicit_members_list_documents_those_classes_with_their_members() -> None:
     docs, _ = doc_of("automodule", "torch.distributed.optim", current_module=None,
                      members="DistributedOptimizer, PostLocalSGDOptimizer, ZeroRedundancyOptimizer")
@@ -128,6 +138,7 @@ def test_automodule_with_an_explicit_members_list_documents_those_classes_with_t
     assert any(m.kind == "method" for m in module.members[2].members)
 
 
+@pytest.mark.torch
 def test_an_object_documented_under_an_internal_module_is_named_by_its_shortest_public_path() -> None:
     [doc], _ = doc_of("autofunction", "torch.distributed.distributed_c10d.destroy_process_group")
     assert doc.qualified_name == "torch.distributed.destroy_process_group" and doc.module == "torch.distributed"
@@ -139,6 +150,7 @@ def test_an_object_documented_under_an_internal_module_is_named_by_its_shortest_
     assert saver.qualified_name == "torch.distributed.checkpoint.save"
 
 
+@pytest.mark.torch
 def test_an_absolute_name_under_a_current_module_is_not_doubled_through_its_torch_attribute() -> None:
     [doc], _ = doc_of("autofunction", "torch.distributed.device_mesh.init_device_mesh")
     assert not doc.qualified_name.startswith("torch.distributed.torch.")
@@ -147,6 +159,7 @@ def test_an_absolute_name_under_a_current_module_is_not_doubled_through_its_torc
     assert doc.qualified_name == "torch.distributed.init_device_mesh"
 
 
+@pytest.mark.torch
 def test_members_of_a_renamed_class_follow_its_public_path_and_keep_the_documented_one_as_alias() -> None:
     [doc], _ = doc_of("autoclass", "Shard", current_module="torch.distributed.tensor.placement_types", members="")
     assert doc.qualified_name == "torch.distributed.tensor.Shard"
@@ -156,6 +169,7 @@ def test_members_of_a_renamed_class_follow_its_public_path_and_keep_the_document
     assert member.documented_name in member.aliases
 
 
+@pytest.mark.torch
 def test_an_object_no_covered_module_exports_keeps_the_name_it_was_documented_under() -> None:
     [doc], _ = doc_of("autofunction", "torch.distributed.checkpoint.format_utils.dcp_to_torch_save",
                       current_module=None)
@@ -166,14 +180,20 @@ def test_an_object_no_covered_module_exports_keeps_the_name_it_was_documented_un
     assert "torch.distributed.algorithms.Join" in join.aliases
 
 
+@pytest.mark.torch
 def test_rendered_entry_starts_with_its_anchor_and_heading_and_parses_cleanly() -> None:
     [doc], _ = doc_of("autofunction", "all_reduce")
     markdown = render_api(doc, level=3)
-    assert markdown.split("\n")[:3] == ['<a id="torch.distributed.all_reduce"></a>', "", "### torch.distributed.all_reduce"]
+    assert markdown.split("\n")[:3] == [
+        '<a id="torch.distributed.all_reduce"></a>',
+        "",
+        "### torch.distributed.all_reduce",
+    ]
     assert tables(markdown) == 1 and artefacts(markdown) == []
     assert ">>> dist.all_reduce(tensor, op=ReduceOp.SUM)" in markdown
 
 
+@pytest.mark.torch
 def test_catalog_models_carry_anchor_reference_and_numbered_example_ids() -> None:
     [doc], _ = doc_of("autofunction", "all_reduce")
     examples = to_examples(doc, reference="collectives.md", anchor=doc.qualified_name, source="pytorch/pytorch:x")
@@ -216,6 +236,7 @@ def _autodoc_directives() -> list[tuple[str, int, str, str, dict[str, str], str 
     return found
 
 
+@pytest.mark.torch
 @pytest.mark.skipif(not DOCS.is_dir(), reason="upstream snapshot not present")
 def test_every_upstream_autodoc_directive_renders_clean_and_keeps_every_doctest_prompt() -> None:
     directives = _autodoc_directives()
@@ -248,6 +269,7 @@ def test_every_upstream_autodoc_directive_renders_clean_and_keeps_every_doctest_
         assert "etcd_rendezvous_backend" in etcd and "No module named 'urllib3'" in etcd
 
 
+@pytest.mark.torch
 def test_an_object_autodocumented_under_two_spellings_renders_once_where_the_shorter_spelling_stood() -> None:
     from fsdp_skill.apidoc.autodoc import AutodocRegistry
 
@@ -263,6 +285,7 @@ def test_an_object_autodocumented_under_two_spellings_renders_once_where_the_sho
     assert registry.entries["torch.distributed.irecv"].doc.documented_name == "torch.distributed.irecv"
 
 
+@pytest.mark.torch
 def test_the_catalog_description_does_not_repeat_the_summary_but_the_rendered_entry_shows_it_once() -> None:
     for name in ("monitored_barrier", "get_world_size"):
         [doc], _ = doc_of("autofunction", name)
@@ -284,8 +307,9 @@ def test_a_description_whose_first_paragraph_is_not_the_summary_is_kept_whole() 
     assert split_lead("Wraps `x` and\n**y**.\n\n- item", "Wraps `x` and **y**.") == ("Wraps `x` and\n**y**.", "- item")
 
 
+@pytest.mark.torch
 def test_a_module_without_a_docstring_renders_no_heading_and_its_members_take_its_place() -> None:
-    from fsdp_skill.apidoc.docstrings import is_bare_module
+    from fsdp_skill.apidoc.api_render import is_bare_module
 
     [module], _ = doc_of("automodule", "torch.distributed.debug", current_module=None, members="")
     assert is_bare_module(module) and module.members
@@ -297,6 +321,7 @@ def test_a_module_without_a_docstring_renders_no_heading_and_its_members_take_it
     assert not is_bare_module(documented) and "# torch.distributed.run\n" in render_api(documented, level=2)
 
 
+@pytest.mark.torch
 def test_a_registry_places_no_entry_for_a_module_without_a_docstring() -> None:
     from fsdp_skill.apidoc.autodoc import AutodocRegistry
 
@@ -340,3 +365,20 @@ def test_a_member_a_siblings_deprecation_message_names_is_marked_deprecated_sayi
     stated = by_name["state_dict_type"].deprecation
     assert stated is not None and stated.message.startswith("Stated in the deprecation warning of FullyShardedDataParallel.set_state_dict_type")
     assert by_name["summon_full_params"].deprecation is None  # not named by any sibling's message
+
+
+@pytest.mark.torch
+def test_a_registry_reports_a_name_torch_lacks_as_a_missing_name_event_not_as_a_warning() -> None:
+    from fsdp_skill.apidoc.autodoc import AutodocRegistry
+
+    warnings: list[str] = []
+    registry = AutodocRegistry(lambda o, ln, m: warnings.append(m))
+    hook = registry.hook(origin="tensor.md", source=None, page_url=None)
+    hook("currentmodule", "torch.distributed.tensor.placement_types", {}, 3, 3)
+    assert hook("autoclass", "MaskPartial", {}, 7, 3) == ""
+    assert hook("autofunction", "torch.distributed.no_such_function", {}, 9, 3) == ""
+    assert warnings == []
+    assert [(m.qualified_name, m.where) for m in registry.missing] == [
+        ("torch.distributed.tensor.placement_types.MaskPartial", "tensor.md:7"),
+        ("torch.distributed.no_such_function", "tensor.md:9"),
+    ]

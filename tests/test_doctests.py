@@ -78,7 +78,8 @@ def test_doctest_nested_in_a_list_item_ends_at_the_dedent_and_keeps_its_steps() 
     )
     [example] = parse_doctest(note)
     assert [s.source for s in example.steps] == [
-        "with fsdp.state_dict_type(StateDictType.LOCAL_STATE_DICT):\n    state = fsdp.state_dict()  # loads local state dict"
+        "with fsdp.state_dict_type(StateDictType.LOCAL_STATE_DICT):\n    state = fsdp.state_dict()  # loads local "
+        "state dict"
     ]
     assert example.steps[0].expected is None and example.skip == "undefined variables"
     assert "3." not in example.text and count_prompts(example.text) == 2
@@ -167,7 +168,10 @@ def test_a_class_written_with_prompts_is_one_step_across_bare_prompts_and_column
         ">>> planner = RenamePlanner()\n"
     )
     [example] = parse_doctest(text)
-    assert [s.source.split("\n")[0] for s in example.steps] == ["class RenamePlanner(DefaultLoadPlanner):", "planner = RenamePlanner()"]
+    assert [s.source.split("\n")[0] for s in example.steps] == [
+        "class RenamePlanner(DefaultLoadPlanner):",
+        "planner = RenamePlanner()",
+    ]
     assert all(compile(s.source, "<step>", "exec") for s in example.steps)
 
 

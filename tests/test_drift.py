@@ -8,14 +8,15 @@ from fsdp_skill.apidoc import deprecation
 from fsdp_skill.apidoc.drift import build_drift, covered_public_names, public_names
 from fsdp_skill.build.markdown_checks import artefacts, tables
 
-torch = pytest.importorskip("torch")
-
 
 def _section(markdown: str, title_start: str) -> str:
     return markdown.split(f"## {title_start}", 1)[1].split("\n## ", 1)[0]
 
 
+@pytest.mark.torch
 def test_modules_with_all_use_it_and_torch_distributed_uses_the_package_rule() -> None:
+    import torch.distributed.fsdp
+
     assert public_names("torch.distributed.fsdp") == sorted(torch.distributed.fsdp.__all__)
     names = public_names("torch.distributed")
     assert {"all_reduce", "all_gather_single", "reduce_scatter_single", "ProcessGroup", "TCPStore"} <= set(names)
@@ -23,7 +24,10 @@ def test_modules_with_all_use_it_and_torch_distributed_uses_the_package_rule() -
     assert "torch.nn.parallel.DistributedDataParallel" in covered_public_names()
 
 
+@pytest.mark.torch
 def test_drift_lists_new_names_as_undocumented_with_reason_and_summary() -> None:
+    import torch
+
     markdown = build_drift({"torch.distributed.all_reduce", "dist.all_reduce"}, torch_version=torch.__version__)
     undocumented = _section(markdown, "Public names no page documents")
     row = next(ln for ln in undocumented.split("\n") if ln.startswith("| `torch.distributed.all_gather_single`"))
@@ -38,6 +42,7 @@ def test_a_re_export_of_a_documented_object_counts_as_documented() -> None:
     assert "`torch.distributed.checkpoint.save`" not in _section(markdown, "Public names no page documents")
 
 
+@pytest.mark.torch
 def test_documented_deprecated_names_are_listed_with_their_replacement() -> None:
     markdown = build_drift({"torch.distributed.reduce_scatter_tensor",
                             "torch.distributed.distributed_c10d.reduce_scatter_tensor"}, torch_version="2.13.0")
@@ -47,8 +52,11 @@ def test_documented_deprecated_names_are_listed_with_their_replacement() -> None
 
 
 def test_documented_names_that_do_not_import_are_listed_as_missing() -> None:
-    markdown = build_drift({"torch.distributed.no_such_function"}, torch_version="2.13.0",
-                           missing=[("torch.distributed.tensor.placement_types.MaskPartial", "distributed.tensor.md:103")])
+    markdown = build_drift(
+        {"torch.distributed.no_such_function"},
+        torch_version="2.13.0",
+        missing=[("torch.distributed.tensor.placement_types.MaskPartial", "distributed.tensor.md:103")],
+    )
     missing = _section(markdown, "Documented but missing")
     assert "`torch.distributed.no_such_function`" in missing
     assert "| `torch.distributed.tensor.placement_types.MaskPartial` | distributed.tensor.md:103 |" in missing

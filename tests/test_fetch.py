@@ -10,12 +10,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from fsdp_skill.upstream import fetch
 from fsdp_skill.cli.main import main
 from fsdp_skill.core.errors import NetworkError, UserError
+from fsdp_skill.upstream import fetch
 from fsdp_skill.upstream.fetch import fetch_sources, parse_ref_args, torch_tag
 from fsdp_skill.upstream.seed import seed_from_dir
-from fsdp_skill.upstream.sources import load_declaration, read_cached, source_record, load_sources
+from fsdp_skill.upstream.sources import load_declaration, load_sources, read_cached, source_record
 from sources_fixture import REPOS_TOML
 
 SOURCES_TOML = REPOS_TOML + """

@@ -11,15 +11,22 @@ import sys
 from pathlib import Path
 
 import pytest
-from search_fixture import make_catalog, make_tree
 
-from fsdp_skill.search import ranking as search_module
 from fsdp_skill.core.catalog import Section, save_catalog
+from fsdp_skill.search import ranking as search_module
 from fsdp_skill.search.documents import split_pattern_source
-from fsdp_skill.search.index import DocsIndex, IndexUnavailable, build_index, index_content_digest, open_index, stale_reason
+from fsdp_skill.search.index import (
+    DocsIndex,
+    IndexUnavailable,
+    build_index,
+    index_content_digest,
+    open_index,
+    stale_reason,
+)
 from fsdp_skill.search.query import QueryError, identifier_parts, parse_query
 from fsdp_skill.search.ranking import in_scope, named_symbols, prose_names, rank_key, search
 from fsdp_skill.search.snippets import code_block, make_snippet, markdown_blocks, open_fence_at
+from search_fixture import make_catalog, make_tree
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +224,10 @@ def test_stale_index_is_rebuilt_in_a_temp_dir_with_a_warning(tmp_path: Path) -> 
 
 def test_changed_pattern_file_makes_the_index_stale(tmp_path: Path) -> None:
     make_tree(tmp_path)
-    assert stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path) is None
+    assert (
+        stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path)
+        is None
+    )
     (tmp_path / "assets" / "patterns" / "fsdp2_train.py").write_text("# edited\n", encoding="utf-8")
     reason = stale_reason(tmp_path / "references" / "index.sqlite", tmp_path / "references" / "catalog.json", tmp_path)
     assert reason is not None and "pattern" in reason
@@ -294,7 +304,10 @@ def test_at_most_one_example_per_symbol_is_returned(index) -> None:
 
 
 def test_prose_questions_find_the_section_that_answers_them(index) -> None:
-    assert ids(search(index, "my job hangs, how do I find which rank never arrived?"))[0] == "debugging.md#hangs-and-timeouts"
+    assert (
+        ids(search(index, "my job hangs, how do I find which rank never arrived?"))[0]
+        == "debugging.md#hangs-and-timeouts"
+    )
     assert ids(search(index, "accumulate gradients without syncing every micro-batch"))[0] == \
         "fsdp2.md#gradient-accumulation"
 
@@ -332,7 +345,9 @@ def test_pattern_documents_index_prose_in_full_and_each_code_word_once() -> None
     assert "Shard a model with fully_shard, then train it." in prose
     assert "all-reduce the loss so every rank logs the same number" in prose and "twice on purpose" in prose
     assert words.count("all_reduce") == 1 and words.count("dist") == 1 and "loss" in words
-    shell_prose, shell_words = split_pattern_source("#!/bin/bash\n# launch one node\nexec torchrun --standalone x.py\n", ".sh")
+    shell_prose, shell_words = split_pattern_source(
+        "#!/bin/bash\n# launch one node\nexec torchrun --standalone x.py\n", ".sh"
+    )
     assert shell_prose == "launch one node" and {"exec", "torchrun", "standalone"} <= set(shell_words)
 
 
@@ -343,7 +358,9 @@ def test_equal_scores_order_by_kind_then_id_whatever_the_catalog_order(tmp_path:
                      markdown=text, line=1) for name in ("b-twin", "a-twin", "c-twin")]
     orders = []
     for n, sections in enumerate([twins, twins[::-1]]):
-        build_index(catalog.model_copy(update={"sections": [*catalog.sections, *sections]}), tmp_path / f"{n}.sqlite", tmp_path)
+        build_index(
+            catalog.model_copy(update={"sections": [*catalog.sections, *sections]}), tmp_path / f"{n}.sqlite", tmp_path
+        )
         idx = DocsIndex(tmp_path / f"{n}.sqlite")
         hits = search(idx, "zebra twin")
         assert len({round(h.score, 3) for h in hits}) == 1  # a genuine tie

@@ -15,7 +15,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "server" / "fsdp_skill"
 
 # Which subpackages each stage may import (besides itself). `verify` is stdlib + torch (plus the stdlib
-# `core.atomic`), so a plain clone runs it; `build` reads the pattern header parser from `verify.patterns`.
+# `core.atomic` and `core.scratch`), so a plain clone runs it; `build` reads the pattern header parser
+# from `verify.patterns`.
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
     "upstream": {"core"},
@@ -51,7 +52,9 @@ def all_modules() -> dict[str, Path]:
 
 def resolve(target: str, modules: dict[str, Path]) -> str:
     """`from pkg import name` names a module when pkg.name is one; otherwise the import is of pkg itself."""
-    return target if target in modules else target.rpartition(".")[0] if target.rpartition(".")[0] in modules else target
+    return (
+        target if target in modules else target.rpartition(".")[0] if target.rpartition(".")[0] in modules else target
+    )
 
 
 def imports_of(path: Path, modules: dict[str, Path]) -> list[Import]:
@@ -139,7 +142,9 @@ def package_imports() -> list[Import]:
 
 
 def test_every_module_lives_in_a_stage_subpackage() -> None:
-    loose = [name for name in all_modules() if "." not in name and name not in ROOT_MODULES and name not in ALLOWED and name]
+    loose = [
+        name for name in all_modules() if "." not in name and name not in ROOT_MODULES and name not in ALLOWED and name
+    ]
     assert loose == [], f"modules outside a stage subpackage: {loose}"
     assert len(ALLOWED) >= 5
 
@@ -150,6 +155,45 @@ def test_imports_only_go_down_the_pipeline(package_imports: list[Import]) -> Non
 
 def test_no_module_imports_itself_through_a_cycle(package_imports: list[Import]) -> None:
     assert cycles(package_imports) == []
+
+
+def declared_all(package: str, modules: dict[str, Path]) -> set[str] | None:
+    """The names in a package's `__all__`, read from its `__init__.py` without importing it (None: no __all__)."""
+    path = modules[package]
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return {
+                elt.value
+                for elt in ast.walk(node.value)
+                if isinstance(elt, ast.Constant) and isinstance(elt.value, str)
+            }
+    return None
+
+
+def undeclared(imports: list[Import], modules: dict[str, Path]) -> list[str]:
+    """Imports from another stage of a module its package's `__all__` does not list (every package level)."""
+    lines = []
+    for imp in imports:
+        if stage(imp.source) == stage(imp.target):
+            continue
+        parts = imp.target.split(".")
+        for depth in range(1, len(parts)):
+            package, name = ".".join(parts[:depth]), parts[depth]
+            if package in modules and name not in (declared_all(package, modules) or set()):
+                lines.append(f"fsdp_skill/{imp.source.replace('.', '/')}.py:{imp.line}: {imp.target} is not in "
+                             f"{package}.__all__")
+                break
+    return list(dict.fromkeys(lines))
+
+
+def test_every_subpackage_declares_its_public_face_in_all() -> None:
+    modules = all_modules()
+    packages = [name for name, path in modules.items() if path.name == "__init__.py"]
+    assert [p for p in packages if declared_all(p, modules) is None] == []
+
+
+def test_other_stages_import_only_the_modules_a_subpackage_declares(package_imports: list[Import]) -> None:
+    assert undeclared(package_imports, all_modules()) == []
 
 
 def test_no_module_is_over_600_lines() -> None:
@@ -166,3 +210,9 @@ def test_the_layer_rule_catches_a_forbidden_import(tmp_path: Path) -> None:
 def test_the_cycle_rule_catches_a_cycle() -> None:
     ring = [Import("a.x", "a.y", 1), Import("a.y", "a.z", 1), Import("a.z", "a.x", 1), Import("a.z", "b.q", 1)]
     assert cycles(ring) == [["a.x", "a.y", "a.z"]]
+
+
+def test_the_public_face_rule_catches_an_import_of_an_undeclared_module() -> None:
+    modules = all_modules()
+    bad = [Import("serve.tools", "search.documents", 7), Import("serve.tools", "search.index", 8)]
+    assert undeclared(bad, modules) == ["fsdp_skill/serve/tools.py:7: search.documents is not in search.__all__"]

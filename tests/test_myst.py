@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from markdown_it.token import Token
+
 from fsdp_skill.build.markdown_checks import artefacts
 from fsdp_skill.convert.myst import myst_to_markdown
 from fsdp_skill.convert.myst_tokens import myst_parser
-from markdown_it.token import Token
 
 UPSTREAM_PAGES = sorted((Path(__file__).resolve().parents[1] / "upstream").rglob("*.md"))
 
@@ -93,7 +94,10 @@ def test_targets_comments_html_comments_and_toctree_are_dropped() -> None:
 
 
 def test_unlabeled_python_fence_gets_python_and_log_output_gets_text() -> None:
-    page = "# T\n\n```\nimport torch\nx = torch.ones(2)\n```\n\n```\nRuntimeError: Rank 1 failed to pass monitoredBarrier\n```\n"
+    page = (
+        "# T\n\n```\nimport torch\nx = torch.ones(2)\n```\n\n"
+        "```\nRuntimeError: Rank 1 failed to pass monitoredBarrier\n```\n"
+    )
     out = convert(page)
     assert "```python\nimport torch" in out
     assert "```text\nRuntimeError" in out
@@ -150,7 +154,9 @@ def test_note_argument_is_the_first_line_of_its_body() -> None:
 
 
 def test_version_notes_and_generic_admonitions_share_the_rst_labels() -> None:
-    out = convert("# T\n\n```{deprecated} 2.4 Use DTensor.\n```\n\n:::{admonition} Why {class}`DTensor`\nBecause.\n:::\n")
+    out = convert(
+        "# T\n\n```{deprecated} 2.4 Use DTensor.\n```\n\n:::{admonition} Why {class}`DTensor`\nBecause.\n:::\n"
+    )
     assert "> **Deprecated since version 2.4:** Use DTensor." in out
     assert "> **Why `DTensor`:** Because." in out
 
@@ -189,7 +195,9 @@ def test_the_myst_plugins_find_every_construct_of_the_upstream_pages() -> None:
 
 def test_raw_rst_directive_outside_eval_rst_is_converted_as_rst() -> None:
     hook = Recorder()
-    out = convert("# T\n\nText.\n\n.. autoclass:: torch.distributed.checkpoint.HuggingFaceStorageReader\n  :members:\n", hook)
+    out = convert(
+        "# T\n\nText.\n\n.. autoclass:: torch.distributed.checkpoint.HuggingFaceStorageReader\n  :members:\n", hook
+    )
     assert hook.calls[0][:2] == ("autoclass", "torch.distributed.checkpoint.HuggingFaceStorageReader")
     assert ".. autoclass::" not in out
 
@@ -221,7 +229,8 @@ def test_output_of_a_mixed_page_has_no_artefacts() -> None:
     hook = Recorder()
     page = (
         "```{eval-rst}\n.. role:: hidden\n    :class: hidden-section\n```\n\n# Page\n\n(lbl)=\n\n## S\n\n"
-        ":::{note}\nSee {ref}`lbl` and {doc}`multiprocessing`.\n:::\n\n```{eval-rst}\n.. currentmodule:: torch.distributed\n"
+        ":::{note}\nSee {ref}`lbl` and {doc}`multiprocessing`.\n:::\n\n```{eval-rst}\n.. currentmodule:: "
+        "torch.distributed\n"
         ".. autofunction:: send\n```\n\n```\nprint(1)\n```\n"
     )
     out = convert(page, hook)

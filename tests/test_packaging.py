@@ -25,11 +25,12 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
+from mcp import Client, StdioServerParameters
+
 from fsdp_skill import __version__
 from fsdp_skill.cli.skill_install import skill_files
 from fsdp_skill.cli.validate import split_frontmatter
 from fsdp_skill.core.paths import SKILL_ITEMS
-from mcp import Client, StdioServerParameters
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -123,7 +124,9 @@ def test_skill_md_skill_version_is_the_package_version() -> None:
 
 
 def test_every_skill_item_is_in_the_wheel_selection_and_exists() -> None:
-    wheel_config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["hatch"]["build"]["targets"]["wheel"]
+    wheel_config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["hatch"]["build"][
+        "targets"
+    ]["wheel"]
     hook = ast.parse((ROOT / "hatch_build.py").read_text(encoding="utf-8"))
     (top_level,) = [ast.literal_eval(node.value) for node in hook.body
                     if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "TOP_LEVEL_FILES"]
@@ -175,8 +178,13 @@ def test_wheel_metadata_has_the_skill_version_licence_classifiers_and_urls(wheel
 
 
 @needs_build
-def test_installed_wheel_imports_from_the_fresh_venv_and_reads_the_package_data(installed: Path, elsewhere: Path) -> None:
-    code = "import fsdp_skill; from fsdp_skill.core.paths import locate; print(fsdp_skill.__file__); print(locate().origin)"
+def test_installed_wheel_imports_from_the_fresh_venv_and_reads_the_package_data(
+    installed: Path, elsewhere: Path
+) -> None:
+    code = (
+        "import fsdp_skill; from fsdp_skill.core.paths import locate; "
+        "print(fsdp_skill.__file__); print(locate().origin)"
+    )
     result = subprocess.run([str(installed / "python"), "-c", code], capture_output=True, text=True, cwd=elsewhere,
                             env=_clean_env(), timeout=60, check=False)
     where, origin = result.stdout.split()

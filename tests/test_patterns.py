@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fsdp_skill.core.catalog import Catalog, Pattern
 from fsdp_skill.build.patterns import PatternError, load_patterns
+from fsdp_skill.core.catalog import Catalog, Pattern
 from fsdp_skill.verify.patterns import (
     PatternHeaderError,
     failure_reason,
@@ -29,10 +29,14 @@ REQUIRED = {
     "fsdp2-training", "mixed-precision", "cpu-offload", "gradient-accumulation", "explicit-prefetching",
     "dcp-checkpoint", "hsdp-2d-mesh", "fsdp1-to-fsdp2-migration", "ddp-join-uneven-inputs", "debug-hangs",
     "torchrun-single-node", "torchrun-multi-node", "slurm-sbatch",
+    "pretrained-into-meta", "activation-checkpointing", "compile-per-block", "tp-fsdp2-2d", "dcp-resume",
+    "frozen-params-lora", "cpu-offload-gloo",
 }
 TRAINING = {
     "fsdp2-training", "mixed-precision", "gradient-accumulation", "explicit-prefetching", "hsdp-2d-mesh",
     "ddp-join-uneven-inputs", "torchrun-single-node", "torchrun-multi-node",
+    "pretrained-into-meta", "activation-checkpointing", "compile-per-block", "tp-fsdp2-2d", "dcp-resume",
+    "frozen-params-lora", "cpu-offload-gloo",
 }
 CPU_CAPABLE = sorted(
     (path for path in pattern_files(PATTERNS) if not read_header(path).requires), key=lambda p: p.name
@@ -82,7 +86,9 @@ def test_header_parses_keys_lists_and_the_first_paragraph_as_summary(tmp_path: P
         (('print("hello")', 'print("hello"'), 13, "does not parse"),
     ],
 )
-def test_a_malformed_header_is_reported_with_its_file_line(tmp_path: Path, edit: tuple[str, str], line: int, message: str) -> None:
+def test_a_malformed_header_is_reported_with_its_file_line(
+    tmp_path: Path, edit: tuple[str, str], line: int, message: str
+) -> None:
     with pytest.raises(PatternHeaderError) as info:
         parse_header(tmp_path / "demo.py", GOOD_HEADER.replace(*edit))
     assert info.value.line == line and message in info.value.message
@@ -119,13 +125,16 @@ def test_two_patterns_with_one_name_are_refused_naming_both_files(tmp_path: Path
     folder.mkdir(parents=True)
     (folder / "a.py").write_text(GOOD_HEADER)
     (folder / "b.py").write_text(GOOD_HEADER)
-    with pytest.raises(PatternError, match=r"assets/patterns/b.py:2: .*'tiny-demo' is already used by assets/patterns/a.py"):
+    with pytest.raises(
+        PatternError, match=r"assets/patterns/b.py:2: .*'tiny-demo' is already used by assets/patterns/a.py"
+    ):
         load_patterns(tmp_path)
 
 
 # -- running ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("path", CPU_CAPABLE, ids=lambda p: p.name)
 def test_each_cpu_pattern_runs_to_completion_on_gloo_at_its_world_size(path: Path) -> None:
@@ -140,6 +149,18 @@ def test_each_cpu_pattern_runs_to_completion_on_gloo_at_its_world_size(path: Pat
         assert "tensors identical on every rank" in output and "plain model reproduces the sharded outputs" in output
     if header.name == "fsdp1-to-fsdp2-migration":
         assert "full state dicts agree" in output
+    if header.name == "activation-checkpointing":
+        assert "AC gradients equal to no AC at every one of" in output
+    if header.name == "compile-per-block":
+        assert "losses equal to eager at all" in output
+    if header.name == "dcp-resume":
+        assert "equal the uninterrupted run's exactly" in output
+    if header.name == "tp-fsdp2-2d":
+        assert "losses and clipped grad norms equal a plain replica's" in output
+    if header.name == "pretrained-into-meta":
+        assert "outputs equal the pretrained model; tied weight shared" in output
+    if header.name == "cpu-offload-gloo":
+        assert "losses equal to no offload" in output
     if header.name == "debug-hangs":
         assert "Ranks 1 failed to pass monitoredBarrier" in output
         assert "Detected mismatch between collectives" in output
@@ -152,8 +173,9 @@ def test_gpu_only_pattern_is_skipped_with_its_reason_under_gloo() -> None:
     assert "needs CUDA" in result["reason"] and "nccl" in result["reason"]
 
 
+@pytest.mark.torch
 def test_nccl_without_enough_gpus_is_skipped_not_failed() -> None:
-    torch = pytest.importorskip("torch")
+    import torch
     if torch.cuda.is_available() and torch.cuda.device_count() >= 64:
         pytest.skip("this machine has 64 GPUs")
     result = run_pattern(PATTERNS / "fsdp2_training.py", 64, backend="nccl")
@@ -171,8 +193,11 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(400)
-def test_slurm_template_launches_torchrun_inside_a_one_node_allocation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_slurm_template_launches_torchrun_inside_a_one_node_allocation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Fake `srun` (runs the command once, as on one node) and `scontrol` (this host) stand in for SLURM:
     the template's own torchrun command line then trains the default pattern on 2 ranks."""
     bin_dir = tmp_path / "bin"
@@ -189,6 +214,7 @@ def test_slurm_template_launches_torchrun_inside_a_one_node_allocation(tmp_path:
     assert LOSS_RE.search(result["output"])
 
 
+@pytest.mark.torch
 def test_a_failing_rank_fails_the_run_with_its_exception_line(tmp_path: Path) -> None:
     script = tmp_path / "boom.py"
     script.write_text(GOOD_HEADER.replace('print("hello")', (
@@ -210,6 +236,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(200)
 def test_a_pattern_past_its_timeout_is_killed_with_every_rank(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
@@ -234,5 +261,8 @@ def test_failure_reason_names_the_rank_that_died_when_no_exception_was_printed()
         "  exitcode  : -6 (pid: 6962)  (SIGABRT)\n"
     )
     assert failure_reason(output, 1) == "rank 1 killed by SIGABRT (terminate called without an active exception)"
-    assert failure_reason("[rank0]: Traceback ...\n[rank0]: RuntimeError: NCCL error\n" + output, 1) == "RuntimeError: NCCL error"
+    assert (
+        failure_reason("[rank0]: Traceback ...\n[rank0]: RuntimeError: NCCL error\n" + output, 1)
+        == "RuntimeError: NCCL error"
+    )
     assert failure_reason("", -9) == "killed by signal 9 (SIGKILL)"

@@ -32,7 +32,11 @@ def test_duplicate_headings_get_github_suffixes_in_document_order() -> None:
     anchors = [Slugger().anchor(h) for h in outline("# A\n\n## Logging\n")]
     assert anchors == ["a", "logging"]
     slugger = Slugger()
-    assert [slugger.anchor(h) for h in outline("## Logging\n\n## Logging\n\n## Logging\n")] == ["logging", "logging-1", "logging-2"]
+    assert [slugger.anchor(h) for h in outline("## Logging\n\n## Logging\n\n## Logging\n")] == [
+        "logging",
+        "logging-1",
+        "logging-2",
+    ]
 
 
 def test_api_heading_takes_the_explicit_anchor_above_it() -> None:
@@ -54,7 +58,9 @@ def test_header_names_each_source_with_short_commit_licence_and_torch_version() 
 
 
 def test_long_file_gets_a_toc_whose_links_are_the_section_anchors() -> None:
-    body = "\n\n".join(f"## Part {i}\n\n" + "line\n\n" * 20 + f'<a id="pkg.f{i}"></a>\n\n### f{i}\n\nDoc.' for i in range(12))
+    body = "\n\n".join(
+        f"## Part {i}\n\n" + "line\n\n" * 20 + f'<a id="pkg.f{i}"></a>\n\n### f{i}\n\nDoc.' for i in range(12)
+    )
     body += "\n\n## Part 0\n\nAgain.\n"
     text = render_reference("Big", "Long.", ROWS, "2.13.0", body).text
     assert len(text.splitlines()) > 300
@@ -90,7 +96,15 @@ def test_lint_flags_artefacts_unlabelled_and_unclosed_fences_and_duplicate_ancho
         '<a id="a.b"></a>\n\n## One\n\n<a id="a.b"></a>\n\n## Two\n\n> ```python\n> x = 1\n'
     )
     found = "\n".join(problems("bad.md", bad))
-    for expected in ("RST role", "MyST role", "[source]", "headerlink debris", "without a language", "unclosed code fence", "anchor 'a.b'"):
+    for expected in (
+        "RST role",
+        "MyST role",
+        "[source]",
+        "headerlink debris",
+        "without a language",
+        "unclosed code fence",
+        "anchor 'a.b'",
+    ):
         assert expected in found, expected
 
 
@@ -100,7 +114,10 @@ def test_lint_accepts_a_clean_file_with_a_fence_inside_a_quote() -> None:
 
 
 def test_drop_empty_sections_removes_headings_without_content_but_keeps_code_blank_lines() -> None:
-    text = "# Elastic\n\nIntro.\n\n## Get Started\n\n## Documentation\n\n### Sub\n\nText.\n\n```python\ndef a():\n    pass\n\n\ndef b():\n    pass\n```\n"
+    text = (
+        "# Elastic\n\nIntro.\n\n## Get Started\n\n## Documentation\n\n### Sub\n\nText.\n\n"
+        "```python\ndef a():\n    pass\n\n\ndef b():\n    pass\n```\n"
+    )
     out = drop_empty_sections(text)
     assert "Get Started" not in out
     assert "## Documentation\n\n### Sub" in out  # not empty: it holds a subsection

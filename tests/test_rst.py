@@ -35,7 +35,9 @@ def test_myst_roles_and_rst_literals_and_links_convert_inline() -> None:
 
 def test_a_one_character_literal_does_not_swallow_the_next_literal() -> None:
     # DDP's note: "trained on ``M`` nodes with ``batch=N``" came out as ```M`` nodes with ``batch=N```.
-    assert inline_to_markdown("trained on ``M`` nodes with ``batch=N``, the") == "trained on `M` nodes with `batch=N`, the"
+    assert (
+        inline_to_markdown("trained on ``M`` nodes with ``batch=N``, the") == "trained on `M` nodes with `batch=N`, the"
+    )
 
 
 def test_relative_links_resolve_to_the_docs_site_and_zero_width_spaces_leave_urls() -> None:
@@ -89,7 +91,9 @@ def test_python_literal_that_does_not_parse_is_still_python_when_it_starts_like_
 
 
 def test_code_block_directives_keep_their_language_and_code() -> None:
-    markdown, _ = convert(".. code-block:: python\n   :linenos:\n\n   import torch\n\n.. code:: bash\n\n   pip install x\n")
+    markdown, _ = convert(
+        ".. code-block:: python\n   :linenos:\n\n   import torch\n\n.. code:: bash\n\n   pip install x\n"
+    )
     assert fences(markdown) == [("python", "import torch\n"), ("bash", "pip install x\n")]
 
 
@@ -99,7 +103,9 @@ def test_doctest_block_keeps_prompts_inside_a_python_fence() -> None:
 
 
 def test_admonitions_become_labelled_blockquotes() -> None:
-    markdown, _ = convert(".. note::\n   Use gloo on CPU.\n\n.. warning:: Not thread safe.\n\n.. versionadded:: 2.1\n   New.\n")
+    markdown, _ = convert(
+        ".. note::\n   Use gloo on CPU.\n\n.. warning:: Not thread safe.\n\n.. versionadded:: 2.1\n   New.\n"
+    )
     assert "> **Note:** Use gloo on CPU." in markdown
     assert "> **Warning:** Not thread safe." in markdown
     assert "> **New in version 2.1:** New." in markdown
@@ -132,7 +138,9 @@ def test_grid_table_with_column_spans_flattens_a_two_row_header() -> None:
 
 def test_simple_table_and_list_table_parse_as_gfm_tables() -> None:
     simple = "=====  =====\nA      B\n=====  =====\n1      2\n3      4\n=====  =====\n"
-    listed = ".. list-table::\n   :header-rows: 1\n\n   * - Field\n     - Meaning\n   * - ``state``\n     - where it is\n"
+    listed = (
+        ".. list-table::\n   :header-rows: 1\n\n   * - Field\n     - Meaning\n   * - ``state``\n     - where it is\n"
+    )
     for text, header in ((simple, "| A | B |"), (listed, "| Field | Meaning |")):
         markdown, _ = convert(text)
         assert tables(markdown) == 1 and markdown.startswith(header)
@@ -164,7 +172,10 @@ def test_autodoc_directives_go_to_the_hook_with_options_and_current_module() -> 
         calls.append((directive, argument, options, line))
         return "ENTRY" if directive != "currentmodule" else ""
 
-    text = ".. currentmodule:: torch.distributed\n\n.. autoclass:: Store\n    :members:\n\n.. autosummary::\n   :nosignatures:\n\n   a\n   b\n"
+    text = (
+        ".. currentmodule:: torch.distributed\n\n.. autoclass:: Store\n    :members:\n\n"
+        ".. autosummary::\n   :nosignatures:\n\n   a\n   b\n"
+    )
     markdown, _ = convert(text, autodoc=hook)
     assert calls == [
         ("currentmodule", "torch.distributed", {}, 1),
@@ -198,8 +209,10 @@ def test_deeper_lines_under_a_long_or_wrapped_paragraph_continue_its_sentence() 
 
 
 def test_code_under_a_lead_in_line_without_double_colon_becomes_a_python_fence() -> None:
-    text = ("Usage Patterns:\n    # Synchronous staging\n    stager = DefaultStager(opts)\n    stager.close()\n\n"
-            "Thread Safety:\n    DefaultStager is not thread-safe.\n\nIndented after a blank:\n\n    model = FSDP(model)\n")
+    text = (
+        "Usage Patterns:\n    # Synchronous staging\n    stager = DefaultStager(opts)\n    stager.close()\n\n"
+        "Thread Safety:\n    DefaultStager is not thread-safe.\n\nIndented after a blank:\n\n    model = FSDP(model)\n"
+    )
     markdown, _ = convert(text)
     assert fences(markdown) == [("python", "# Synchronous staging\nstager = DefaultStager(opts)\nstager.close()\n"),
                                 ("python", "model = FSDP(model)\n")]
@@ -265,5 +278,8 @@ def test_every_eval_rst_block_of_the_myst_pages_converts_without_artefacts() -> 
 
 def test_math_role_keeps_its_backslashes_as_latex_needs_them() -> None:
     """docutils hands the math role its text with backslashes restored; `\\text` must stay `\\text`."""
-    assert inline_to_markdown(r":math:`i^{\text{th}}` tensor, :math:`\rightarrow`") == r"$i^{\text{th}}$ tensor, $\rightarrow$"
+    assert (
+        inline_to_markdown(r":math:`i^{\text{th}}` tensor, :math:`\rightarrow`")
+        == r"$i^{\text{th}}$ tensor, $\rightarrow$"
+    )
     assert inline_to_markdown(r"{math}`\alpha_i`") == r"$\alpha_i$"

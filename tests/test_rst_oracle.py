@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from docutils_sphinx import Table, code_blocks, headings, parse, tables
 from fsdp_skill.convert.markdown import plain_text
 from fsdp_skill.convert.myst_tokens import myst_parser
@@ -203,10 +204,10 @@ def _docstring_pieces(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
     return list(dict.fromkeys(pieces))
 
 
+@pytest.mark.torch
 def test_docstring_rst_parses_in_docutils_and_agrees_with_what_the_converter_emits(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("torch")
     pieces = _docstring_pieces(monkeypatch)
     assert len(pieces) >= 900
     errors: dict[str, list[str]] = {}
@@ -226,4 +227,7 @@ def test_docstring_rst_parses_in_docutils_and_agrees_with_what_the_converter_emi
     assert sorted(errors) == sorted(KNOWN_DOCSTRING_ERRORS)
     for name, known in KNOWN_DOCSTRING_ERRORS.items():
         assert len(errors[name]) == 1 and known in errors[name][0]
-    print(f"docutils oracle, docstrings: {len(pieces)} pieces, {sum(map(len, errors.values()))} errors (known), {compared}")
+    print(
+        f"docutils oracle, docstrings: {len(pieces)} pieces, {sum(map(len, errors.values()))} errors (known), "
+        f"{compared}"
+    )

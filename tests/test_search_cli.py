@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-from search_fixture import make_tree
 
 from fsdp_skill.cli.main import main
+from search_fixture import make_tree
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,15 @@ def test_search_with_bad_input_prints_one_line_and_exits_2(capsys: pytest.Captur
 def test_show_renders_signature_parameters_and_examples_with_status(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["show", "dist.all_reduce"]) == 0
     out = capsys.readouterr().out
-    for expected in ["torch.distributed.all_reduce", "async_op=False", "Parameters", "tensor",
-                     "passed (gloo, 2 ranks)", "not verified", "references/collectives.md#torch.distributed.all_reduce"]:
+    for expected in [
+        "torch.distributed.all_reduce",
+        "async_op=False",
+        "Parameters",
+        "tensor",
+        "passed (gloo, 2 ranks)",
+        "not verified",
+        "references/collectives.md#torch.distributed.all_reduce",
+    ]:
         assert expected in out, expected
 
 

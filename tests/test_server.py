@@ -13,11 +13,11 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from search_fixture import DEBUGGING_MD, make_tree
 
+from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve import verification
 from fsdp_skill.serve.server import build_server
-from fsdp_skill.search.snippets import open_fence_at
+from search_fixture import DEBUGGING_MD, make_tree
 
 READ_ONLY_TOOLS = {"search_docs", "get_api", "read_reference", "list_references", "list_examples", "get_example",
                    "list_patterns", "get_pattern"}
@@ -61,6 +61,20 @@ def test_every_tool_is_read_only_with_an_output_schema_and_a_description(tree: P
             assert tool.annotations and tool.annotations.read_only_hint is True, tool.name
             assert tool.output_schema and tool.output_schema.get("properties"), tool.name
             assert tool.description and len(tool.description) > 40, tool.name
+    with_client(tree, body)
+
+
+def test_the_kind_and_status_filters_offer_exactly_the_shared_vocabulary(tree: Path) -> None:
+    from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, STATUS_FILTERS
+
+    def enum_of(schema: dict, name: str) -> list[str]:
+        prop = schema["properties"][name]
+        return next(option["enum"] for option in prop.get("anyOf", [prop]) if "enum" in option)
+
+    async def body(client: Client) -> None:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert enum_of(tools["search_docs"].input_schema, "kind") == list(DOCUMENT_KINDS)
+        assert enum_of(tools["list_examples"].input_schema, "status") == list(STATUS_FILTERS)
     with_client(tree, body)
 
 
@@ -177,7 +191,9 @@ def test_list_examples_is_compact_and_paged_with_a_note_saying_how_to_go_on(tree
     async def body(client: Client) -> None:
         first = await call(client, "list_examples", symbol="all_reduce", limit=1)
         assert first["total"] == 2 and first["next_start_index"] == 1
-        assert first["examples"] == [{"id": "torch.distributed.all_reduce#1", "status": "passed", "line": "2 ranks, cpu"}]
+        assert first["examples"] == [
+            {"id": "torch.distributed.all_reduce#1", "status": "passed", "line": "2 ranks, cpu"}
+        ]
         assert "Next page: list_examples(start_index=1, symbol='all_reduce')" in first["note"]
         last = await call(client, "list_examples", symbol="all_reduce", start_index=1, limit=1)
         assert [e["id"] for e in last["examples"]] == ["torch.distributed.all_reduce#2"]
@@ -235,7 +251,10 @@ def test_prompts_for_migration_and_hang_debugging_embed_the_users_input(tree: Pa
         assert "MixedPrecisionPolicy" in text and "set_requires_gradient_sync" in text
         hang = await client.get_prompt("debug-distributed-hang", {"symptom": "stuck in all_gather", "backend": "nccl"})
         text = hang.messages[0].content.text
-        assert "stuck in all_gather" in text and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in text and "monitored_barrier" in text
+        assert (
+            "stuck in all_gather" in text and "TORCH_DISTRIBUTED_DEBUG=DETAIL" in text and "monitored_barrier" in text
+        )
+
     with_client(tree, body)
 
 
@@ -271,7 +290,9 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("tool", "arguments", "expected"), BAD_CALLS, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_CALLS)])
+@pytest.mark.parametrize(
+    ("tool", "arguments", "expected"), BAD_CALLS, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_CALLS)]
+)
 def test_bad_input_is_a_tool_error_the_model_can_act_on_and_the_server_keeps_answering(
     tree: Path, tool: str, arguments: dict[str, Any], expected: str
 ) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import Client, StdioServerParameters
+
 from search_fixture import make_tree
 
 FSDP_SKILL = str(Path(sys.executable).with_name("fsdp-skill"))
@@ -69,7 +70,10 @@ async def a_session(client: Client) -> None:
     tools = {t.name for t in (await client.list_tools()).tools}
     assert {"search_docs", "get_api", "read_reference"} <= tools
     result = await client.call_tool("search_docs", {"query": "MixedPrecisionPolicy", "limit": 2})
-    assert not result.is_error and result.structured_content["results"][0]["id"] == "torch.distributed.fsdp.MixedPrecisionPolicy"
+    assert (
+        not result.is_error
+        and result.structured_content["results"][0]["id"] == "torch.distributed.fsdp.MixedPrecisionPolicy"
+    )
     error = await client.call_tool("read_reference", {"name": "../../etc/passwd"})
     assert error.is_error and "not a reference name" in error.content[0].text
     entry = await client.call_tool("get_api", {"symbol": "dist.all_reduce"})

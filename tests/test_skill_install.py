@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from fsdp_skill.cli import skill_install
 from fsdp_skill.cli.main import main
 from fsdp_skill.cli.skill_install import install_skill, read_skill_info, skill_files

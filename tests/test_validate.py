@@ -112,7 +112,8 @@ def test_a_frontmatter_key_outside_the_spec_is_reported_on_its_line(skill: Path)
     _edit(skill / "SKILL.md", "license: BSD-3-Clause\n", "license: BSD-3-Clause\nversion: 1.0.0\n")
     assert _problems(skill) == [
         f"SKILL.md:{_line_of(skill / 'SKILL.md', 'version:')}: frontmatter key 'version' is not allowed by the Agent "
-        "Skills spec (allowed: name, description, license, compatibility, metadata, allowed-tools): move it under 'metadata'"
+        "Skills spec (allowed: name, description, license, compatibility, metadata, allowed-tools): move it under "
+        "'metadata'"
     ]
 
 
@@ -153,7 +154,9 @@ def test_frontmatter_that_is_not_yaml_gives_one_line_not_a_traceback(skill: Path
 
 def test_a_non_string_metadata_value_is_reported(skill: Path) -> None:
     _edit(skill / "SKILL.md", 'torch-version: "2.13.0"', "torch-version: 2.13")
-    assert _problems(skill) == ["SKILL.md:5: metadata 'torch-version': 2.13 must map a string to a string: quote the value"]
+    assert _problems(skill) == [
+        "SKILL.md:5: metadata 'torch-version': 2.13 must map a string to a string: quote the value"
+    ]
 
 
 def test_missing_frontmatter_is_reported(skill: Path) -> None:
@@ -177,7 +180,9 @@ def test_a_link_to_a_missing_anchor_is_reported(skill: Path) -> None:
 
 def test_links_in_reference_files_are_checked_too(skill: Path) -> None:
     _edit(skill / "references" / "topic.md", "../SKILL.md#tiny-skill", "../SKILL.md#nope")
-    assert _problems(skill) == ["references/topic.md:13: link '../SKILL.md#nope': no heading or <a id> 'nope' in SKILL.md"]
+    assert _problems(skill) == [
+        "references/topic.md:13: link '../SKILL.md#nope': no heading or <a id> 'nope' in SKILL.md"
+    ]
 
 
 def test_a_link_out_of_the_skill_folder_is_reported(skill: Path) -> None:
@@ -186,7 +191,14 @@ def test_a_link_out_of_the_skill_folder_is_reported(skill: Path) -> None:
 
 
 def test_anchors_are_github_slugs_deduplicated_plus_html_ids() -> None:
-    assert anchors_of(TOPIC) == {"topic", "intro", "setup-and-teardown", "intro-1", "torch.distributed.all_reduce", "torchdistributedall_reduce"}
+    assert anchors_of(TOPIC) == {
+        "topic",
+        "intro",
+        "setup-and-teardown",
+        "intro-1",
+        "torch.distributed.all_reduce",
+        "torchdistributedall_reduce",
+    }
 
 
 def test_a_python_block_that_does_not_parse_is_reported_at_the_bad_line(skill: Path) -> None:
@@ -225,13 +237,17 @@ def test_a_pattern_skill_md_does_not_list_is_reported(skill: Path) -> None:
 def test_a_pattern_named_by_the_wrong_name_is_reported(skill: Path) -> None:
     _edit(skill / "SKILL.md", "[`tiny-demo`]", "[`tiny`]")
     line = _line_of(skill / "SKILL.md", "[`tiny`]")
-    assert _problems(skill) == [f"SKILL.md:{line}: link text `tiny` but assets/patterns/tiny_demo.py is pattern 'tiny-demo'"]
+    assert _problems(skill) == [
+        f"SKILL.md:{line}: link text `tiny` but assets/patterns/tiny_demo.py is pattern 'tiny-demo'"
+    ]
 
 
 def test_get_pattern_with_an_unknown_name_is_reported(skill: Path) -> None:
     _edit(skill / "SKILL.md", 'get_pattern("tiny-demo")', 'get_pattern("no-such")')
     line = _line_of(skill / "SKILL.md", "no-such")
-    assert _problems(skill) == [f"SKILL.md:{line}: get_pattern names 'no-such', which is not a pattern (have: tiny-demo)"]
+    assert _problems(skill) == [
+        f"SKILL.md:{line}: get_pattern names 'no-such', which is not a pattern (have: tiny-demo)"
+    ]
 
 
 def test_a_body_over_the_line_and_token_limits_is_reported(skill: Path) -> None:
@@ -246,7 +262,9 @@ def test_a_body_over_the_line_and_token_limits_is_reported(skill: Path) -> None:
     ]
 
 
-def test_cli_prints_one_line_per_problem_and_the_body_size_and_exits_non_zero(skill: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_one_line_per_problem_and_the_body_size_and_exits_non_zero(
+    skill: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _edit(skill / "SKILL.md", "license: BSD-3-Clause\n", "license: BSD-3-Clause\nauthor: me\n")
     _edit(skill / "SKILL.md", "references/topic.md)", "references/missing.md)")
     assert fsdp_skill(["validate", str(skill)]) == 1
@@ -255,7 +273,9 @@ def test_cli_prints_one_line_per_problem_and_the_body_size_and_exits_non_zero(sk
     assert lines[1].startswith("SKILL.md:") and "references/missing.md does not exist" in lines[1]
     body = (skill / "SKILL.md").read_text().split("---\n", 2)[2]
     body_lines, body_tokens = len(body.splitlines()), math.ceil(len(body) / 4)
-    assert lines[2] == f"SKILL.md body: {body_lines} lines (limit 500), ~{body_tokens} tokens (limit 5000, characters / 4)"
+    assert (
+        lines[2] == f"SKILL.md body: {body_lines} lines (limit 500), ~{body_tokens} tokens (limit 5000, characters / 4)"
+    )
     assert lines[3].endswith("2 problem(s)")
 
 
@@ -266,4 +286,8 @@ def test_cli_exits_zero_on_a_valid_skill(skill: Path, capsys: pytest.CaptureFixt
 
 def test_cli_names_a_missing_folder_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert fsdp_skill(["validate", str(tmp_path / "nope")]) == 2
-    assert capsys.readouterr().err.strip() == f"fsdp-skill validate: error: {tmp_path / 'nope'} is not a directory: pass the skill's root folder (the one holding SKILL.md)"
+    assert (
+        capsys.readouterr().err.strip()
+        == f"fsdp-skill validate: error: {tmp_path / 'nope'} is not a directory: "
+        "pass the skill's root folder (the one holding SKILL.md)"
+    )

@@ -1,6 +1,7 @@
 """Multi-process behaviour of the example runner: hangs, raising ranks, recycling, re-grouping, no orphans.
 
-Two runs (one at a single world size, one across sizes 1, 2 and 3) cover every scenario so that the ranks are spawned as few times as possible (2 shared cores).
+Two runs (one at a single world size, one across sizes 1, 2 and 3) cover every scenario so that the ranks
+are spawned as few times as possible (2 shared cores).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from fsdp_skill.verify.examples import spec_from_entry
 from fsdp_skill.verify.plan import Capabilities
 from fsdp_skill.verify.runner import RunOptions, run_spawned
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.torch]  # every test spawns ranks that import torch
 
 
 def _example(name: str, steps: list[tuple[str, object]]) -> dict:
@@ -26,7 +27,12 @@ def _example(name: str, steps: list[tuple[str, object]]) -> dict:
         by_rank = expected if isinstance(expected, dict) else {}
         shared = expected if isinstance(expected, str) else None
         out.append({"source": source, "expected": shared, "expected_by_rank": by_rank, "line": line})
-    return {"id": f"torch.distributed.all_reduce#{name}", "symbol": "torch.distributed.all_reduce", "steps": out, "world_size": 2}
+    return {
+        "id": f"torch.distributed.all_reduce#{name}",
+        "symbol": "torch.distributed.all_reduce",
+        "steps": out,
+        "world_size": 2,
+    }
 
 
 EXAMPLES = [
@@ -105,7 +111,9 @@ def test_examples_around_failures_pass_and_cuda_devices_are_rewritten_to_cpu(out
 def test_warnings_raised_by_an_example_are_reported_once(outcome: dict) -> None:
     result = outcome["results"]["warns"]
     assert result["status"] == "passed"
-    assert result["warnings"] == ["FutureWarning: `torch.distributed.reduce_op` is deprecated, please use `torch.distributed.ReduceOp` instead"]
+    assert result["warnings"] == [
+        "FutureWarning: `torch.distributed.reduce_op` is deprecated, please use `torch.distributed.ReduceOp` instead"
+    ]
 
 
 def test_an_example_that_hangs_past_its_timeout_fails_with_the_stuck_ranks_stack(outcome: dict) -> None:
@@ -156,7 +164,10 @@ def _sized(name: str, world_size: int, steps: list[tuple[str, object]]) -> dict:
 
 def _bindings(name: str, world_size: int) -> dict:
     """Each rank prints its runner bindings and the process group's view; rank r of N expects (r, N, r, N)."""
-    expected = {str(r): f"({r}, {world_size}, {r}, {world_size}, {world_size * (world_size - 1) // 2})" for r in range(world_size)}
+    expected = {
+        str(r): f"({r}, {world_size}, {r}, {world_size}, {world_size * (world_size - 1) // 2})"
+        for r in range(world_size)
+    }
     return _sized(name, world_size, [
         ("t = torch.tensor([rank])", None),
         ("dist.all_reduce(t)", None),
@@ -215,7 +226,9 @@ def test_one_pool_serves_every_world_size_with_the_right_rank_and_world_size_bin
     assert (first_size, first_groups) == (3, [1, 2])
 
 
-def test_a_crash_in_the_size_2_group_is_reported_and_a_fresh_pool_runs_the_rest_of_size_2_and_size_3(sized_run: dict) -> None:
+def test_a_crash_in_the_size_2_group_is_reported_and_a_fresh_pool_runs_the_rest_of_size_2_and_size_3(
+    sized_run: dict,
+) -> None:
     crash = sized_run["results"]["size2-crash"]
     assert crash["status"] == "failed"
     assert "rank(s) died while running the example (rank 1 exit code 3)" in crash["reason"]

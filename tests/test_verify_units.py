@@ -34,7 +34,10 @@ def _steps(*pairs: tuple[str, object]) -> list[dict]:
 
 
 def test_rewrite_points_hard_coded_cuda_devices_at_the_ranks_device() -> None:
-    code = 'a = torch.device(f"cuda:{rank}")\nb = torch.device("cuda", rank)\nc = x.cuda()\nd = y.to("cuda:1")\ne = z.to("cuda")'
+    code = (
+        'a = torch.device(f"cuda:{rank}")\nb = torch.device("cuda", rank)\nc = x.cuda()\n'
+        'd = y.to("cuda:1")\ne = z.to("cuda")'
+    )
     out = rewrite_source(code, "gloo")
     assert f"a = {DEVICE_NAME}" in out and f"b = {DEVICE_NAME}" in out
     assert f"c = x.to({DEVICE_NAME})" in out and f"d = y.to({DEVICE_NAME})" in out
@@ -43,7 +46,10 @@ def test_rewrite_points_hard_coded_cuda_devices_at_the_ranks_device() -> None:
 
 
 def test_rewrite_turns_process_group_lifecycle_and_cpu_only_keywords_into_no_ops_on_gloo() -> None:
-    code = 'dist.init_process_group("nccl", rank=rank)\ntorch.cuda.set_device(rank)\nm = DDP(m, device_ids=[rank])\ndist.destroy_process_group()'
+    code = (
+        'dist.init_process_group("nccl", rank=rank)\ntorch.cuda.set_device(rank)\n'
+        'm = DDP(m, device_ids=[rank])\ndist.destroy_process_group()'
+    )
     out = rewrite_source(code, "gloo")
     assert "init_process_group" not in out and "destroy_process_group" not in out and "set_device" not in out
     assert "device_ids=None" in out
@@ -70,7 +76,10 @@ def test_analysis_finds_fragments_placeholders_cuda_only_apis_fixed_ports_and_do
 
 
 def test_analysis_counts_names_the_runner_binds_and_the_example_defines_as_defined() -> None:
-    found = analyze(["import os", "t = torch.ones(2, device=device) * rank", "for i in range(world_size):\n    dist.all_reduce(t)"], "gloo")
+    found = analyze(
+        ["import os", "t = torch.ones(2, device=device) * rank", "for i in range(world_size):\n    dist.all_reduce(t)"],
+        "gloo",
+    )
     assert found.undefined == ()
 
 
@@ -82,7 +91,10 @@ def test_block_bodies_written_with_prompts_merge_into_one_compilable_unit() -> N
         ("if dist.get_rank() == 0:", None), ("    objects = [1]", None), ("else:", None),
         ("    objects = [None]", None), ("objects", "[1]"),
     ))
-    assert [u.source for u in units] == ["if dist.get_rank() == 0:\n    objects = [1]\nelse:\n    objects = [None]", "objects"]
+    assert [u.source for u in units] == [
+        "if dist.get_rank() == 0:\n    objects = [1]\nelse:\n    objects = [None]",
+        "objects",
+    ]
     ast.parse(units[0].source)
     assert units[1].expected == "[1]"
 
@@ -128,7 +140,10 @@ def test_ellipsis_in_a_documented_output_is_a_wildcard_and_none_matches_no_outpu
 def test_errors_naming_a_missing_capability_are_recognized() -> None:
     assert capability_reason("AssertionError: Torch not compiled with CUDA enabled") == "needs CUDA"
     assert capability_reason("RuntimeError: Numpy is not available") == "needs numpy"
-    assert capability_reason("AttributeError: module 'torch.distributed' has no attribute 'foo'") == "not in this torch version"
+    assert (
+        capability_reason("AttributeError: module 'torch.distributed' has no attribute 'foo'")
+        == "not in this torch version"
+    )
     assert capability_reason("ValueError: boom") is None
 
 
@@ -141,14 +156,20 @@ def _ok(rank: int, outputs: dict) -> dict:
 
 
 def test_a_clean_run_with_a_wrong_documented_output_is_a_doc_bug_with_the_actual_output() -> None:
-    spec = spec_from_entry({"id": "x#1", "world_size": 2, "steps": _steps(("t", {"0": "tensor([1, 2])", "1": "tensor([3, 4])"}))})
+    spec = spec_from_entry(
+        {"id": "x#1", "world_size": 2, "steps": _steps(("t", {"0": "tensor([1, 2])", "1": "tensor([3, 4])"}))}
+    )
     verdict = classify(spec, _outcome({0: _ok(0, {"0": "tensor([1, 2])\n"}), 1: _ok(1, {"0": "tensor([3.+3.j])\n"})}))
     assert verdict.status == "doc-bug"
-    assert verdict.ranks == [{"rank": 1, "diffs": [{"line": 1, "source": "t", "expected": "tensor([3, 4])", "actual": "tensor([3.+3.j])"}]}]
+    assert verdict.ranks == [
+        {"rank": 1, "diffs": [{"line": 1, "source": "t", "expected": "tensor([3, 4])", "actual": "tensor([3.+3.j])"}]}
+    ]
 
 
 def test_a_shared_output_said_to_be_on_one_rank_is_compared_on_that_rank_only() -> None:
-    spec = spec_from_entry({"id": "x#1", "world_size": 3, "steps": _steps(("# For example, on rank 2:", None), ("out", "[{1: 2}]"))})
+    spec = spec_from_entry(
+        {"id": "x#1", "world_size": 3, "steps": _steps(("# For example, on rank 2:", None), ("out", "[{1: 2}]"))}
+    )
     results = {r: _ok(r, {"1": ["['foo']", "[12]", "[{1: 2}]"][r] + "\n"}) for r in range(3)}
     assert classify(spec, _outcome(results)).status == "passed"
 
@@ -165,8 +186,24 @@ def test_different_errors_on_different_ranks_are_a_failure_not_a_doc_bug() -> No
 # -- report and flags -----------------------------------------------------------------------------
 
 RESULTS = [
-    {"name": "b#1", "backend": "gloo", "world_size": 2, "status": "passed", "reason": None, "seconds": 0.0123, "warnings": []},
-    {"name": "a#1", "backend": "gloo", "world_size": 2, "status": "skipped", "reason": "needs CUDA: x | y", "seconds": 0.0, "warnings": ["FutureWarning: z"]},
+    {
+        "name": "b#1",
+        "backend": "gloo",
+        "world_size": 2,
+        "status": "passed",
+        "reason": None,
+        "seconds": 0.0123,
+        "warnings": [],
+    },
+    {
+        "name": "a#1",
+        "backend": "gloo",
+        "world_size": 2,
+        "status": "skipped",
+        "reason": "needs CUDA: x | y",
+        "seconds": 0.0,
+        "warnings": ["FutureWarning: z"],
+    },
 ]
 
 
@@ -190,8 +227,14 @@ def test_writing_the_report_keeps_other_backends_and_drops_examples_gone_from_th
     nccl = {**RESULTS[0], "backend": "nccl"}
     gone = {**RESULTS[0], "name": "gone#1"}
     write_report(build_report([nccl, gone], "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md")
-    merged = write_report(build_report(RESULTS, "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md", known={"a#1", "b#1"})
-    assert sorted((r["name"], r["backend"]) for r in merged["results"]) == [("a#1", "gloo"), ("b#1", "gloo"), ("b#1", "nccl")]
+    merged = write_report(
+        build_report(RESULTS, "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md", known={"a#1", "b#1"}
+    )
+    assert sorted((r["name"], r["backend"]) for r in merged["results"]) == [
+        ("a#1", "gloo"),
+        ("b#1", "gloo"),
+        ("b#1", "nccl"),
+    ]
 
 
 def test_a_run_at_the_documented_sizes_replaces_rows_at_a_size_the_catalog_no_longer_documents(tmp_path: Path) -> None:
@@ -202,19 +245,38 @@ def test_a_run_at_the_documented_sizes_replaces_rows_at_a_size_the_catalog_no_lo
     extra = {**RESULTS[1], "world_size": 8}
     added = write_report(build_report([extra], "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md")
     assert sorted((r["name"], r["world_size"]) for r in added["results"]) == [("a#1", 8), ("b#1", 1), ("b#1", 2)]
-    merged = write_report(build_report(RESULTS, "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md", documented_sizes=True)
+    merged = write_report(
+        build_report(RESULTS, "2.13.0", day), tmp_path / "v.json", tmp_path / "v.md", documented_sizes=True
+    )
     rows = sorted((r["name"], r["backend"], r["world_size"]) for r in merged["results"])
     assert rows == [("a#1", "gloo", 2), ("b#1", "gloo", 2), ("b#1", "nccl", 2)]
 
 
 def test_all_entry_points_accept_the_same_verify_flags() -> None:
-    argv = ["--backend", "gloo", "--world-size", "2", "-k", "x", "--id", "a#1", "--id", "b#2", "--timeout", "5", "--json", "o.json", "--write-report"]
+    argv = [
+        "--backend",
+        "gloo",
+        "--world-size",
+        "2",
+        "-k",
+        "x",
+        "--id",
+        "a#1",
+        "--id",
+        "b#2",
+        "--timeout",
+        "5",
+        "--json",
+        "o.json",
+        "--write-report",
+    ]
     ours = vars(build_parser().parse_args(argv))
     theirs = vars(fsdp_skill_parser().parse_args(["verify", *argv]))
     assert {k: theirs[k] for k in ours} == ours
     assert ours["ids"] == ["a#1", "b#2"]
 
 
+@pytest.mark.torch
 def test_the_script_reports_a_missing_catalog_in_one_line_with_exit_code_2(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "verify_examples.py"), "--catalog", str(tmp_path / "nope.json")],
@@ -226,12 +288,12 @@ def test_the_script_reports_a_missing_catalog_in_one_line_with_exit_code_2(tmp_p
 
 
 def test_the_verify_package_imports_nothing_but_the_stdlib_and_torch() -> None:
-    # core.atomic (shared with the catalog), core.paths (where the data is) and core.errors are stdlib only;
-    # core's __init__ imports nothing.
+    # core.atomic (shared with the catalog), core.scratch (its temp names), core.paths (where the data is),
+    # core.errors and core.vocabulary (the statuses) are stdlib only; core's __init__ imports nothing.
     code = (
         "import sys; sys.path.insert(0, %r)\n"
         "STDLIB_ONLY = {'fsdp_skill', 'fsdp_skill.core', 'fsdp_skill.core.atomic', 'fsdp_skill.core.paths',"
-        " 'fsdp_skill.core.errors'}\n"
+        " 'fsdp_skill.core.errors', 'fsdp_skill.core.scratch', 'fsdp_skill.core.vocabulary'}\n"
         "import fsdp_skill.verify, fsdp_skill.verify.__main__, fsdp_skill.verify.worker, fsdp_skill.verify.plan\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'pydantic', 'mcp', 'httpx', 'rich', 'markdown_it'}"
         " or (m.startswith('fsdp_skill.') and not m.startswith('fsdp_skill.verify') and m not in STDLIB_ONLY))\n"
@@ -243,7 +305,13 @@ def test_the_verify_package_imports_nothing_but_the_stdlib_and_torch() -> None:
 
 def test_an_error_gloo_raises_on_an_example_written_for_cuda_is_a_skip_naming_gloo() -> None:
     spec = spec_from_entry({"id": "x#1", "world_size": 2, "device": "cuda", "steps": _steps(("f()", None))})
-    err = {"unit": 0, "line": 1, "type": "RuntimeError", "message": "ProcessGroupGloo::allgather: invalid tensor size", "traceback": "tb"}
+    err = {
+        "unit": 0,
+        "line": 1,
+        "type": "RuntimeError",
+        "message": "ProcessGroupGloo::allgather: invalid tensor size",
+        "traceback": "tb",
+    }
     results = {r: {**_ok(r, {}), "error": err} for r in range(2)}
     verdict = classify(spec, _outcome(results), backend="gloo")
     assert verdict.status == "skipped" and verdict.reason.startswith("written for CUDA/NCCL and gloo rejects it")
@@ -255,7 +323,10 @@ def test_error_messages_lose_timestamps_addresses_and_argument_reprs_but_keep_th
 
     raw = "[rank0]:[F1129 11:44:05.301781610 ProcessGroupGloo.cpp:1537] Check failed: a == b"
     assert clean_message(raw) == "[ProcessGroupGloo.cpp:1537] Check failed: a == b"
-    assert clean_message("set(): bad\n\nInvoked with: TCPStore(port=4242), 'k'") == "set(): bad\nInvoked with: (argument reprs elided)"
+    assert (
+        clean_message("set(): bad\n\nInvoked with: TCPStore(port=4242), 'k'")
+        == "set(): bad\nInvoked with: (argument reprs elided)"
+    )
     assert clean_message("<object at 0x7f00aa>") == "<object>"
 
 
@@ -277,12 +348,16 @@ def _run_in_process(symbol: str, *sources: str) -> dict:
 
     from fsdp_skill.verify.execute import RankContext, run_example
 
-    payload = {"id": f"{symbol}#1", "symbol": symbol,
-               "units": [{"source": s, "expected": None, "expected_by_rank": {}, "line": n} for n, s in enumerate(sources, 1)]}
+    payload = {
+        "id": f"{symbol}#1",
+        "symbol": symbol,
+        "units": [{"source": s, "expected": None, "expected_by_rank": {}, "line": n} for n, s in enumerate(sources, 1)],
+    }
     ctx = RankContext(rank=0, world_size=1, local_rank=0, backend="gloo", device=torch.device("cpu"))
     return run_example(payload, ctx, barrier=False)
 
 
+@pytest.mark.torch
 def test_an_example_finds_the_names_its_defining_module_imports_as_doctest_provides_them() -> None:
     # DefaultSavePlanner and WriteItemType are globals of torch.distributed.checkpoint.default_planner,
     # where the re-exported class is defined: its docstring example uses both without importing them.
@@ -295,24 +370,32 @@ def test_an_example_finds_the_names_its_defining_module_imports_as_doctest_provi
     assert result["outputs"]["1"] == "BYTE_IO\n"
 
 
+@pytest.mark.torch
 def test_the_runners_names_win_over_the_modules_and_the_module_itself_is_never_modified() -> None:
     name = _fake_module("verify_fake_globals_a", helper=41, rank="the module's rank", device="the module's device")
-    result = _run_in_process(f"{name}.documented", "print(helper + 1, rank, device)", "helper = 'changed by the example'")
+    result = _run_in_process(
+        f"{name}.documented", "print(helper + 1, rank, device)", "helper = 'changed by the example'"
+    )
     assert result["error"] is None, result["error"]
     assert result["outputs"]["0"] == "42 0 cpu\n"
     assert sys.modules[name].helper == 41
 
 
+@pytest.mark.torch
 def test_the_defining_module_is_the_one_that_defines_the_object_the_class_for_a_method_or_the_module_itself() -> None:
     from fsdp_skill.verify.module_globals import defining_module
 
-    assert defining_module("torch.distributed.checkpoint.DefaultSavePlanner").__name__ == "torch.distributed.checkpoint.default_planner"
+    assert (
+        defining_module("torch.distributed.checkpoint.DefaultSavePlanner").__name__
+        == "torch.distributed.checkpoint.default_planner"
+    )
     fsdp = "torch.distributed.fsdp.FullyShardedDataParallel"
     assert defining_module(f"{fsdp}.optim_state_dict").__name__ == "torch.distributed.fsdp.fully_sharded_data_parallel"
     assert defining_module("torch.distributed.launch").__name__ == "torch.distributed.launch"
     assert defining_module("no_such_top_level_module_anywhere.x") is None
 
 
+@pytest.mark.torch
 def test_names_in_the_module_globals_are_defined_for_the_fragment_check_and_the_rest_are_listed() -> None:
     from fsdp_skill.verify.plan import Capabilities, skip_reason
 
@@ -320,24 +403,30 @@ def test_names_in_the_module_globals_are_defined_for_the_fragment_check_and_the_
     entry = {"id": "torch.distributed.checkpoint.DefaultSavePlanner#9", "world_size": 1}
     runs = spec_from_entry({**entry, "steps": _steps(("class P(DefaultSavePlanner):\n    t = WriteItemType", None))})
     assert skip_reason(runs, "gloo", 1, caps) is None
-    fragment = spec_from_entry({**entry, "steps": _steps(("p = DefaultSavePlanner()", None), ("p.set_up_planner(model.state_dict())", None))})
+    fragment = spec_from_entry(
+        {**entry, "steps": _steps(("p = DefaultSavePlanner()", None), ("p.set_up_planner(model.state_dict())", None))}
+    )
     reason = skip_reason(fragment, "gloo", 1, caps)
     assert reason is not None and reason.startswith("fragment: uses model, defined neither by the example")
     assert "torch.distributed.checkpoint.default_planner" in reason
     assert analyze(["x = helper + 1"], "gloo", provided={"helper"}).undefined == ()
 
 
+@pytest.mark.torch
 def test_a_name_error_in_the_examples_own_code_is_a_fragment_skip_naming_it_not_a_doc_bug() -> None:
     name = _fake_module("verify_fake_globals_b", helper=1)
     # run_example does not consult the static check, so this stands in for a read the check cannot see.
     result = _run_in_process(f"{name}.documented", "def use():\n    return not_defined_anywhere + helper", "use()")
     assert result["error"]["undefined_name"] == "not_defined_anywhere"
     spec = spec_from_entry({"id": f"{name}.documented#1", "world_size": 2, "steps": _steps(("use()", None))})
-    verdict = classify(spec, _outcome({0: {**_ok(0, {}), "error": result["error"]}, 1: {**_ok(1, {}), "error": result["error"]}}))
+    verdict = classify(
+        spec, _outcome({0: {**_ok(0, {}), "error": result["error"]}, 1: {**_ok(1, {}), "error": result["error"]}})
+    )
     assert verdict.status == "skipped"
     assert verdict.reason.startswith("fragment: uses not_defined_anywhere without defining it (found when it ran")
 
 
+@pytest.mark.torch
 def test_a_name_error_raised_inside_library_code_is_not_mistaken_for_a_fragment() -> None:
     result = _run_in_process("torch.distributed.all_reduce", "eval('missing_inside_eval', {})")
     assert result["error"]["type"] == "NameError"

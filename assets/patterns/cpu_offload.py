@@ -1,6 +1,6 @@
 """
 name: cpu-offload
-title: CPU offload of parameters, gradients and optimizer state with CPUOffloadPolicy (GPU only)
+title: CPU offload from the GPU of parameters, gradients and optimizer state with CPUOffloadPolicy (CUDA)
 world_size: 1
 requires: cuda
 tags: fsdp2, fully_shard, CPUOffloadPolicy, OffloadPolicy, cpu offload, memory, pin_memory, training
@@ -13,8 +13,10 @@ GPU memory then holds only the unsharded blocks in flight and activations: use i
 when parameters + optimizer state do not fit even when sharded. It costs PCIe
 bandwidth and a CPU optimizer step.
 
-Why GPU only: offloading means "from the accelerator to the host"; on a CPU-only
-machine `fully_shard` raises "Cannot access accelerator device when none is available".
+Why this pattern needs CUDA: it shows offloading from the GPU (the point of it) with the
+default `pin_memory=True`, which on a CPU-only machine makes `fully_shard` raise "Cannot
+access accelerator device when none is available". `CPUOffloadPolicy(pin_memory=False)`
+works on CPU-only gloo: see the cpu-offload-gloo pattern.
 Why world_size 1: every rank needs its own GPU and NCCL refuses two ranks on one GPU;
 one GPU is enough to see offloading work. Launch with --nproc-per-node set to the number
 of GPUs to shard across them as well.

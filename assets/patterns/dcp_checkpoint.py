@@ -16,7 +16,8 @@ Inference export: `get_model_state_dict(model, options=StateDictOptions(
 full_state_dict=True, cpu_offload=True))` all-gathers a plain, unsharded state dict
 of ordinary tensors onto rank 0's CPU (other ranks get an empty dict), which
 `torch.save` writes and any non-distributed `nn.Module` loads. For big models prefer
-converting offline: `python -m torch.distributed.checkpoint.format_utils dcp_to_torch_save CKPT_DIR model.pt`.
+converting offline: `python -m torch.distributed.checkpoint.format_utils dcp_to_torch CKPT_DIR model.pt`
+(mode first; checked by assets/checks/dcp_format_utils_cli.py).
 
 What the script asserts:
 1. the round trip restores identical tensors (model shards and optimizer state) into a
@@ -74,7 +75,8 @@ def shutdown() -> None:
         # torch 2.13 on CPU: objects that outlive main() (DTensor caches under FSDP, DDP's C++
         # reducer) keep the gloo group alive after destroy_process_group, and its worker thread
         # can release a Python-owned tensor while the interpreter shuts down, aborting the process
-        # ("terminate called without an active exception", about 1 run in 10 on a busy machine).
+        # ("terminate called without an active exception", intermittently: 10 of 20 runs
+        # of fsdp2-training in one measurement on a busy 2-core machine, 0 of 10 in a quieter one).
         # The work is done and flushed, so skip the teardown. NCCL groups are shut down by
         # destroy_process_group: no early exit there.
         sys.stdout.flush()

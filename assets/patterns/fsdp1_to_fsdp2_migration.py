@@ -15,31 +15,34 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `FSDP(model)` returns a wrapper (`_fsdp_wrapped_module.` in names) | `fully_shard(model)` changes `model` in place (class becomes `FSDP<Class>`), names unchanged |
 | flat parameters; `use_orig_params=True` to see originals | always the original parameters, each a `DTensor` sharded on dim 0; `use_orig_params` is gone |
 | `auto_wrap_policy=ModuleWrapPolicy({Block})` | call `fully_shard(block)` on each block yourself, then `fully_shard(model)` on the root |
-| `sharding_strategy=FULL_SHARD` | `reshard_after_forward=True` (the default) |
+| `sharding_strategy=FULL_SHARD` | the default `reshard_after_forward=None`: True for every module but the root, which keeps its parameters from forward to backward (`True` on the root too for strict FULL_SHARD) |
 | `sharding_strategy=SHARD_GRAD_OP` | `reshard_after_forward=False` |
-| `sharding_strategy=HYBRID_SHARD` | `mesh=init_device_mesh(dev, (replicas, shards), mesh_dim_names=("replicate", "shard"))` |
+| `sharding_strategy=HYBRID_SHARD` | `mesh=init_device_mesh(dev, (replicas, shards), mesh_dim_names=("replicate", "shard"))`, `reshard_after_forward` as for FULL_SHARD |
 | `sharding_strategy=_HYBRID_SHARD_ZERO2` | 2-D mesh as above plus `reshard_after_forward=False` |
 | `sharding_strategy=NO_SHARD` | `DistributedDataParallel` (or a 2-D mesh whose shard dim has size 1) |
 | (none) | `reshard_after_forward=8`: reshard to a smaller group after forward (e.g. intra-node) |
 | `process_group=pg` / `device_mesh=mesh` | `mesh=DeviceMesh` (`DeviceMesh.from_group(pg, device_type)` wraps an existing group) |
 | `mixed_precision=MixedPrecision(param_dtype, reduce_dtype, buffer_dtype)` | `mp_policy=MixedPrecisionPolicy(param_dtype, reduce_dtype, output_dtype, cast_forward_inputs)`; buffers are not cast: `.to(dtype)` them yourself |
 | `MixedPrecision(keep_low_precision_grads=True)` | no equivalent: sharded grads have the parameter's dtype |
-| `cpu_offload=CPUOffload(offload_params=True)` | `offload_policy=CPUOffloadPolicy(pin_memory=True)` (GPU training only) |
+| `cpu_offload=CPUOffload(offload_params=True)` | `offload_policy=CPUOffloadPolicy()` (pins host memory: needs a GPU); `CPUOffloadPolicy(pin_memory=False)` also works on CPU-only gloo |
 | `backward_prefetch=BACKWARD_PRE` / `BACKWARD_POST` | default prefetching; explicit: `block.set_modules_to_backward_prefetch([...])` |
 | `forward_prefetch=True` | `block.set_modules_to_forward_prefetch([...])` |
-| `limit_all_gathers=True` | not needed: FSDP2 frees memory without a CPU rate limiter |
+| `limit_all_gathers=True` | no such argument in FSDP2 |
 | `device_id=rank` | move the module first (`model.to(device)`), or build on `meta` and `to_empty(device=...)` |
 | `param_init_fn=...` with a meta-device model | `model.to_empty(device=...)` then `reset_parameters()` (or your init) after `fully_shard` |
 | `sync_module_states=True` | no flag: seed identically on all ranks, or `set_model_state_dict(model, full_sd, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))` |
 | `ignored_modules=` / `ignored_states=` | `ignored_params={...}` (a set of parameters) |
 | `with model.no_sync():` | `model.set_requires_gradient_sync(False)`, then `True` before the last microbatch |
-| `model.clip_grad_norm_(max_norm)` | `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` (works on DTensor grads) |
+| `model.clip_grad_norm_(max_norm)` | `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` (DTensor grads on one mesh; with TP + FSDP2 clip per mesh, see the tp-fsdp2-2d pattern) |
 | `FSDP.state_dict_type(model, SHARDED_STATE_DICT)` + `model.state_dict()` | `get_model_state_dict(model)` (or `model.state_dict()`: already DTensors) |
 | `FULL_STATE_DICT` + `FullStateDictConfig(offload_to_cpu=True, rank0_only=True)` | `get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` |
 | `FSDP.optim_state_dict(model, optim)` / `optim_state_dict_to_load` | `get_optimizer_state_dict(model, optim)` / `set_optimizer_state_dict(...)` (or `get_state_dict`/`set_state_dict` for both) |
 | `torch.save` of a sharded state dict per rank | `torch.distributed.checkpoint.save` / `load` (see the dcp-checkpoint pattern) |
 | `with FSDP.summon_full_params(model):` | `param.full_tensor()` for a copy; `model.unshard()` / `model.reshard()` to hold full params |
 | `model.register_comm_hook(...)` | no general hook; `set_reduce_scatter_divide_factor`, `set_all_reduce_hook` (HSDP), `set_custom_reduce_scatter` |
+
+Each row naming an API, and the reshard_after_forward default, is asserted by the claim checks
+assets/checks/migration_map_names.py and reshard_after_forward_default.py.
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/fsdp1_to_fsdp2_migration.py
 """
@@ -80,7 +83,8 @@ def shutdown() -> None:
         # torch 2.13 on CPU: objects that outlive main() (DTensor caches under FSDP, DDP's C++
         # reducer) keep the gloo group alive after destroy_process_group, and its worker thread
         # can release a Python-owned tensor while the interpreter shuts down, aborting the process
-        # ("terminate called without an active exception", about 1 run in 10 on a busy machine).
+        # ("terminate called without an active exception", intermittently: 10 of 20 runs
+        # of fsdp2-training in one measurement on a busy 2-core machine, 0 of 10 in a quieter one).
         # The work is done and flushed, so skip the teardown. NCCL groups are shut down by
         # destroy_process_group: no early exit there.
         sys.stdout.flush()
@@ -151,7 +155,8 @@ def train(model: nn.Module, flavour: str, batches: list[list[torch.Tensor]]) -> 
 
 def full_state_dict(model: nn.Module, flavour: str) -> dict[str, torch.Tensor]:
     if flavour == "fsdp1":
-        # offload_to_cpu=True on a CPU-only run crashes FSDP1 (clone of freed storage): offload only from GPU.
+        # offload_to_cpu=True on a CPU-only run raises on rank 0 ("setStorage ... storage of size 0", claim
+        # check fsdp1-cpu-offload-state-dict): offload only from GPU.
         config = FullStateDictConfig(offload_to_cpu=next(model.parameters()).is_cuda, rank0_only=True)
         with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, config):
             return model.state_dict()

@@ -7,4 +7,6 @@ Public API (the rest of the modules are implementation detail):
 - the example runner: `fsdp_skill.verify` (stdlib + torch only)
 """
 
+__all__ = ["__version__"]
+
 __version__ = "0.1.0"

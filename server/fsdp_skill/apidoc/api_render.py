@@ -8,14 +8,14 @@ heading by rewriting the `#` run of heading lines outside fences (no re-renderin
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from fsdp_skill.apidoc.api_model import ApiDoc
 from fsdp_skill.convert.markdown import blockquote, shift_headings
 from fsdp_skill.core.catalog import ApiEntry, Example
 from fsdp_skill.core.markdown import code_fence
 
-if TYPE_CHECKING:
-    from fsdp_skill.apidoc.docstrings import ApiDoc
+__all__ = ["is_bare_module", "render_api", "to_api_entry", "to_examples"]
+
 
 def _cell(markdown: str) -> str:
     return " ".join(markdown.split()).replace("|", "\\|")
@@ -117,7 +117,7 @@ def render_api(doc: ApiDoc, *, level: int) -> str:
 
 
 def to_api_entry(doc: ApiDoc, *, reference: str, anchor: str, url: str | None, example_ids: list[str]) -> ApiEntry:
-    """The catalog entry for doc itself (members are separate entries: see docstrings.walk)."""
+    """The catalog entry for doc itself (members are separate entries: see api_model.walk)."""
     return ApiEntry(
         qualified_name=doc.qualified_name,
         kind=doc.kind,  # type: ignore[arg-type]

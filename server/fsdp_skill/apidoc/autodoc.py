@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
 from fsdp_skill.apidoc import docstrings
+from fsdp_skill.apidoc.api_model import ApiDoc, MissingName, walk
+from fsdp_skill.apidoc.api_render import is_bare_module, render_api
 from fsdp_skill.convert.myst import PageAutodocHook, Warn
+
+__all__ = ["AutodocRegistry", "Documented"]
 
 _PLACEHOLDER = "\u27e6autodoc {}\u27e7"
 _PLACEHOLDER_RE = re.compile(r"^(?P<prefix>.*?)\u27e6autodoc (?P<index>\d+)\u27e7\s*$")
@@ -27,20 +30,20 @@ _DOCSTRING_FAILURES = (RecursionError, ValueError, TypeError, AttributeError, Ke
 
 @dataclass(frozen=True)
 class Documented:
-    doc: Any  # docstrings.ApiDoc
+    doc: ApiDoc
     source: str | None  # source id of the page that documented it, None for a docstring-only part
     page_url: str | None
 
 
 @dataclass
 class _Call:
-    docs: list[Any]
+    docs: list[ApiDoc]
     level: int
     source: str | None
     page_url: str | None
 
 
-def _spellings(doc: Any) -> set[str]:
+def _spellings(doc: ApiDoc) -> set[str]:
     return {doc.qualified_name} | {alias for alias in doc.aliases if "." in alias}
 
 
@@ -49,6 +52,7 @@ class AutodocRegistry:
         self.warn = warn
         self.calls: list[_Call] = []
         self.entries: dict[str, Documented] = {}
+        self.missing: list[MissingName] = []  # directives naming what the installed torch lacks (drift)
         self.repeats = 0  # spellings dropped because the same object is documented elsewhere
         self._rendered: dict[int, str] | None = None
 
@@ -72,12 +76,17 @@ class AutodocRegistry:
                     origin=origin,
                     line=line,
                     warn=self.warn,
+                    missing=self.missing.append,
                 )
             except _DOCSTRING_FAILURES as exc:
                 # One docstring the converter cannot handle must not sink the build: the directive
                 # is dropped with a warning naming the page and line (so --strict fails).
                 name = argument.strip().splitlines()[0] if argument.strip() else ""
-                self.warn(origin, line, f"{directive} {name}: docstring could not be converted ({type(exc).__name__}: {str(exc)[:120]})")
+                self.warn(
+                    origin,
+                    line,
+                    f"{directive} {name}: docstring could not be converted ({type(exc).__name__}: {str(exc)[:120]})",
+                )
                 return ""
             if not docs:
                 return ""
@@ -126,10 +135,10 @@ class AutodocRegistry:
                 if (call_index, doc_index) not in winners:
                     continue
                 # render_api renders members under their class; each is its own catalog entry.
-                for entry in docstrings.walk(doc):
-                    if not docstrings.is_bare_module(entry):  # rendered as nothing: no entry to place
+                for entry in walk(doc):
+                    if not is_bare_module(entry):  # rendered as nothing: no entry to place
                         self.entries.setdefault(entry.qualified_name, Documented(entry, call.source, call.page_url))
-                parts.append(docstrings.render_api(doc, level=call.level).strip("\n"))
+                parts.append(render_api(doc, level=call.level).strip("\n"))
             rendered[call_index] = "\n\n".join(part for part in parts if part)
         return rendered
 

@@ -59,7 +59,7 @@ def _string_value(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
     if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "{…}" for v in node.values)
+        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{…}" for v in node.values)
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _string_value(node.left), _string_value(node.right)
         return left + right if left is not None and right is not None else None
@@ -99,7 +99,11 @@ def from_source(obj: Any) -> Deprecation | None:
         category = ast.unparse(node.args[1]) if len(node.args) > 1 else next(
             (ast.unparse(k.value) for k in node.keywords if k.arg == "category"), "")
         message = _string_value(node.args[0]) if node.args else None
-        if message and "deprecat" in message.lower() and ("FutureWarning" in category or "DeprecationWarning" in category):
+        if (
+            message
+            and "deprecat" in message.lower()
+            and ("FutureWarning" in category or "DeprecationWarning" in category)
+        ):
             return Deprecation(message=_clean(message), replacement=replacement_in(message))
     return None
 
@@ -117,7 +121,9 @@ def from_docstring(deprecated_directive: tuple[str, str] | None, notes: list[tup
 
 def from_summary(summary: str) -> Deprecation | None:
     """"Deprecated enum-like class ..." — the docstring's first words say it."""
-    if re.match(r"^\s*(?:\(?deprecated\)?[\s:.,]|this (?:function|class|method|api) is deprecated)", summary, re.IGNORECASE):
+    if re.match(
+        r"^\s*(?:\(?deprecated\)?[\s:.,]|this (?:function|class|method|api) is deprecated)", summary, re.IGNORECASE
+    ):
         first = _clean(summary.strip().split("\n\n")[0])
         return Deprecation(message=first, replacement=replacement_in(summary))
     return None

@@ -4,7 +4,7 @@ Build time only (imports torch through introspect). `document()` follows Sphinx'
 which objects a directive covers (relative names against the current module; `:members:`,
 `:undoc-members:`, `:special-members:`, `:exclude-members:`), splits each docstring into its
 parts (docstring_sections), converts prose with the RST converter, and parses `>>>` examples.
-Rendering to markdown and to catalog models lives in api_render (re-exported here).
+The ApiDoc model lives in api_model; rendering to markdown and to catalog models in api_render.
 """
 
 from __future__ import annotations
@@ -12,58 +12,58 @@ from __future__ import annotations
 import enum
 import inspect
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from fsdp_skill.apidoc import deprecation, introspect
+from fsdp_skill.apidoc.api_model import DESCRIPTION_HEADING_BASE, ApiDoc, MissingName
 from fsdp_skill.apidoc.docstring_sections import RawDocstring, RawItem, split_docstring
-from fsdp_skill.apidoc.doctests import ParsedExample, parse_doctest
+from fsdp_skill.apidoc.doctests import parse_doctest
 from fsdp_skill.convert.markdown import plain_text
 from fsdp_skill.convert.rst.converter import Warn, rst_to_markdown
 from fsdp_skill.convert.rst.inline import inline_to_markdown
-from fsdp_skill.core.catalog import Deprecation, Parameter
+from fsdp_skill.core.catalog import Parameter
 from fsdp_skill.core.markdown import markdown_parser
-
-
-@dataclass
-class ApiDoc:
-    qualified_name: str
-    kind: str
-    module: str
-    signature: str | None = None
-    summary: str = ""
-    # The docstring's first paragraph as converted markdown when it is the summary (rendered above
-    # `description`, which then holds the rest: the catalog keeps summary and description apart).
-    lead: str = ""
-    description: str = ""
-    parameters: list[Parameter] = field(default_factory=list)
-    returns: str | None = None
-    raises: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    deprecation: Deprecation | None = None
-    examples: list[ParsedExample] = field(default_factory=list)
-    aliases: list[str] = field(default_factory=list)
-    members: list[ApiDoc] = field(default_factory=list)
-    # Examples already shown inside `description` (a `>>>` block in the prose), by index into
-    # `examples`: the renderer must not print them twice.
-    inline_examples: set[int] = field(default_factory=set)
-    # The spelling the page documented it under (qualified_name is the canonical public path):
-    # Sphinx's anchor upstream, and what the build compares to pick one of several spellings.
-    documented_name: str = ""
-
-    def __post_init__(self) -> None:
-        self.documented_name = self.documented_name or self.qualified_name
 
 
 class _Context:
     def __init__(self, origin: str, line: int, warn: Warn) -> None:
         self.origin, self.line, self.warn = origin, line, warn
 
-    def convert(self, rst: str, name: str, heading_base: int = 4) -> str:
+    def convert(self, rst: str, name: str, heading_base: int = DESCRIPTION_HEADING_BASE) -> str:
         def warn_in_docstring(_origin: str, line: int, message: str) -> None:
             self.warn(self.origin, self.line, f"docstring of {name}, line {line}: {message}")
 
+        rst = markdown_fences_as_code_blocks(rst)
         return rst_to_markdown(rst, origin=name, warn=warn_in_docstring, heading_base=heading_base).strip()
+
+
+_MARKDOWN_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<marker>`{3,}|~{3,})(?P<language>[\w+-]*)[ \t]*$")
+
+
+def markdown_fences_as_code_blocks(rst: str) -> str:
+    """Markdown code fences inside an RST docstring (torch has some: `FSDPModule.set_symm_mem_for_comm`)
+    as `.. code-block::` directives; RST would read them as a paragraph and flatten the code."""
+    lines = rst.split("\n")
+    out: list[str] = []
+    index = 0
+    while index < len(lines):
+        opening = _MARKDOWN_FENCE.match(lines[index])
+        closing = None
+        if opening:
+            marker = opening.group("marker")
+            closing = next((j for j in range(index + 1, len(lines))
+                            if lines[j].strip() == marker and lines[j].startswith(opening.group("indent"))), None)
+        if opening is None or closing is None:
+            out.append(lines[index])
+            index += 1
+            continue
+        indent = opening.group("indent")
+        out += ["", f"{indent}.. code-block:: {opening.group('language') or 'text'}", ""]
+        out += [f"{indent}   {line[len(indent):]}" if line.strip() else "" for line in lines[index + 1 : closing]]
+        out.append("")
+        index = closing + 1
+    return "\n".join(out)
 
 
 def _split_options_list(value: str | None) -> list[str]:
@@ -74,8 +74,12 @@ _EXPLICIT_SIGNATURE = re.compile(r"\s*\(.*\)\s*(->.*)?$", re.DOTALL)
 
 
 def document(directive: str, argument: str, *, options: dict[str, str], current_module: str | None,
-             origin: str, line: int, warn: Warn) -> list[ApiDoc]:
-    """The ApiDocs an autodoc directive stands for ([] with a warning if a name does not import)."""
+             origin: str, line: int, warn: Warn, missing: Callable[[MissingName], None] | None = None) -> list[ApiDoc]:
+    """The ApiDocs an autodoc directive stands for.
+
+    A name that does not import is left out and reported to `missing` (API drift), or as a warning
+    when no `missing` is given.
+    """
     ctx = _Context(origin, line, warn)
     names = [n.strip() for n in argument.split("\n") if n.strip()] if directive == "autosummary" else [argument.strip()]
     docs: list[ApiDoc] = []
@@ -85,9 +89,11 @@ def document(directive: str, argument: str, *, options: dict[str, str], current_
         name = _EXPLICIT_SIGNATURE.sub("", name)
         resolved = introspect.resolve(name, current_module)
         if resolved is None:
-            where = f" (current module {current_module})" if current_module else ""
-            why = introspect.import_failure(name, current_module)
-            warn(origin, line, f"{directive} {name}: cannot import it from the installed torch{where}" + (f": {why}" if why else ""))
+            event = MissingName(directive, name, current_module, origin, line, introspect.import_failure(name, current_module))
+            if missing is not None:
+                missing(event)
+            else:
+                warn(origin, line, event.message())
             continue
         kind = introspect.kind_of(resolved.obj, resolved.parent)
         doc = build_doc(resolved.qualified_name, resolved.obj, kind, resolved.parent, ctx)
@@ -111,7 +117,11 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
             value = getattr(obj, name, None)
             if name in excluded or name.startswith("_") or value is None or inspect.ismodule(value):
                 continue
-            if not explicit and public is None and getattr(value, "__module__", doc.qualified_name) != doc.qualified_name:
+            if (
+                not explicit
+                and public is None
+                and getattr(value, "__module__", doc.qualified_name) != doc.qualified_name
+            ):
                 continue
             if not (undoc or explicit or introspect.raw_docstring(value)):
                 continue
@@ -119,7 +129,9 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
             child = build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx,
                               f"{doc.documented_name}.{name}")
             if member_kind == "class":  # automodule's :members: applies to the classes it documents
-                child.members = _members(child, value, "class", {"members": "", **({"undoc-members": ""} if undoc else {})}, ctx)
+                child.members = _members(
+                    child, value, "class", {"members": "", **({"undoc-members": ""} if undoc else {})}, ctx
+                )
             members.append(child)
         return members
     if kind != "class":
@@ -205,8 +217,10 @@ def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Conte
                  documented_name=documented_name)
     _fill_from_docstring(doc, raw, params_sig, ctx)
     if kind == "class" and isinstance(obj, enum.EnumMeta) and obj.__members__:
-        listing = "\n".join(f"- `{name}` = `{introspect.format_default(member.value)}`"
-                            for name, member in obj.__members__.items())
+        members: dict[str, enum.Enum] = dict(obj.__members__)
+        listing = "\n".join(
+            f"- `{name}` = `{introspect.format_default(member.value)}`" for name, member in members.items()
+        )
         doc.description = (doc.description + "\n\n**Members:**\n\n" + listing).strip()
     doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body), parent=parent, member=short)
     doc.aliases = introspect.aliases(qualified_name, obj, kind, also=[documented_name])
@@ -313,10 +327,10 @@ def _parameters(items: list[RawItem], params_sig: list[tuple[str, str | None, st
     """Documented parameters in signature order, then documented extras, then undocumented
     signature parameters; types from the docs, else the annotation; defaults from the signature."""
     by_name: dict[str, RawItem] = {}
-    for item in items:
-        for part in item.name.split(","):
+    for documented in items:
+        for part in documented.name.split(","):
             if part.strip():
-                by_name.setdefault(part.strip().lstrip("*"), item)
+                by_name.setdefault(part.strip().lstrip("*"), documented)
     params: list[Parameter] = []
     seen: set[str] = set()
     sig = {p.lstrip("*"): (t, d) for p, t, d in params_sig if p not in ("*", "/")}
@@ -341,14 +355,4 @@ def _parameters(items: list[RawItem], params_sig: list[tuple[str, str | None, st
     return params
 
 
-def walk(doc: ApiDoc) -> list[ApiDoc]:
-    """doc and all its members, depth first (each member is its own catalog entry)."""
-    out = [doc]
-    for member in doc.members:
-        out.extend(walk(member))
-    return out
-
-
-from fsdp_skill.apidoc.api_render import is_bare_module, render_api, to_api_entry, to_examples  # noqa: E402  (re-export)
-
-__all__ = ["ApiDoc", "document", "is_bare_module", "render_api", "to_api_entry", "to_examples", "walk"]
+__all__ = ["document", "build_doc", "split_lead", "plain_text_of"]

@@ -14,13 +14,24 @@ import re
 import types
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
-from fsdp_skill.apidoc import deprecation
-from fsdp_skill.apidoc import introspect
-from fsdp_skill.core.catalog import Deprecation
+from fsdp_skill.apidoc import deprecation, introspect
 from fsdp_skill.apidoc.docstring_sections import split_docstring
 from fsdp_skill.convert.rst.inline import convert as convert_inline
+from fsdp_skill.core.catalog import Deprecation
+
+__all__ = [
+    "COVERED_EXTRA",
+    "COVERED_MODULES",
+    "build_drift",
+    "coverage",
+    "covered_public_names",
+    "deprecation_of",
+    "listed_names",
+    "public_names",
+]
 
 # Whole modules whose public names must be covered (torch.nn.parallel only for DDP, below).
 COVERED_MODULES = [m for m in introspect.PUBLIC_MODULES if m.startswith("torch.distributed")]
@@ -44,7 +55,7 @@ def _quiet_getattr(obj: Any, name: str) -> Any:
 def _defined_in_package(value: Any, package: str) -> bool:
     module = getattr(value, "__module__", None) if isinstance(value, type) or callable(value) else None
     if not isinstance(module, str):
-        module = getattr(type(value), "__module__", "")
+        module = str(getattr(type(value), "__module__", ""))
     return module.startswith(package) or (package == "torch.distributed" and module.startswith("torch._C._distributed"))
 
 
@@ -82,10 +93,15 @@ def covered_public_names() -> list[str]:
 _LISTED_NAME = re.compile(r"^\| `([\w.]+)` \|", re.M)
 
 
+def listed_names(drift_text: str) -> list[str]:
+    """The names api-drift.md lists, one per table row (undocumented, deprecated, missing)."""
+    return _LISTED_NAME.findall(drift_text)
+
+
 def coverage(catalog_names: set[str], drift_text: str) -> tuple[int, int, int, list[str]]:
     """How the covered public names are accounted for: (public names, API entries, listed only in
     api-drift.md, names in neither). catalog_names holds the entries' qualified names and aliases."""
-    listed = set(_LISTED_NAME.findall(drift_text))
+    listed = set(listed_names(drift_text))
     names = covered_public_names()
     entries = [name for name in names if name in catalog_names]
     drift_only = [name for name in names if name not in catalog_names and name in listed]
@@ -182,20 +198,36 @@ def build_drift(documented: set[str], *, torch_version: str, ref: str | None = N
                             import_failures=import_failures or {})
 
 
+@dataclass
+class _Findings:
+    """What the installed torch and the pages disagree on."""
+
+    undocumented: list[tuple[str, str, str]] = field(default_factory=list)  # (name, reason, summary)
+    deprecated: dict[str, Deprecation] = field(default_factory=dict)
+    unresolved: dict[str, str] = field(default_factory=dict)  # documented name -> where it is documented
+    import_failures: dict[str, str] = field(default_factory=dict)  # documented name -> why its module does not import
+
+
 def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
                  missing: Iterable[tuple[str, str]], import_failures: dict[str, str]) -> str:
     """The api-drift.md text. documented: qualified names and aliases the references document;
-    missing: (name, where) of directives whose name did not import (from docstrings.document's
-    warnings), added to the names in `documented` that do not resolve."""
+    missing: (name, where) of directives whose name did not import (the autodoc registry's MissingName
+    events), added to the names in `documented` that do not resolve."""
+    findings = _Findings(unresolved=dict(missing), import_failures=import_failures)
+    documented_objects = _check_documented(documented, findings)
+    _find_undocumented(documented, documented_objects, findings)
+    return _render(findings, torch_version, ref)
+
+
+def _check_documented(documented: set[str], findings: _Findings) -> dict[int, str]:
+    """Each documented object under its best spelling (by id); records the unresolved and deprecated ones."""
     documented_objects: dict[int, str] = {}
-    unresolved: dict[str, str] = dict(missing)
-    deprecated: dict[str, Deprecation] = {}
     # Public, shortest spellings first, so each object is reported under its best name.
     for name in sorted(documented, key=lambda n: ("._" in n, n.count("."), n)):
         obj = _resolve(name)
         if obj is None:
             if "." in name and name.startswith("torch."):
-                unresolved.setdefault(name, "the references")
+                findings.unresolved.setdefault(name, "the references")
             continue
         documented_objects.setdefault(id(obj), name)
         if not name.startswith("torch."):
@@ -204,17 +236,22 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
             continue  # already considered under a better spelling
         dep = deprecation_of(obj, name)
         if dep is not None:
-            deprecated[name] = dep
-    undocumented: list[tuple[str, str, str]] = []
+            findings.deprecated[name] = dep
+    return documented_objects
+
+
+def _find_undocumented(documented: set[str], documented_objects: dict[int, str], findings: _Findings) -> None:
     for name in covered_public_names():
         obj = _resolve(name)
         if obj is None or id(obj) in documented_objects or name in documented:
             continue
         dep = deprecation_of(obj)
         if dep is not None:
-            deprecated.setdefault(name, dep)
-        undocumented.append((name, _reason(name, obj, dep), _summary(obj)))
+            findings.deprecated.setdefault(name, dep)
+        findings.undocumented.append((name, _reason(name, obj, dep), _summary(obj)))
 
+
+def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
     lines = [
         f"# API drift: torch {torch_version} vs the documentation pages",
         "",
@@ -224,17 +261,17 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
         "",
         PUBLIC_RULE,
         "",
-        f"## Public names no page documents ({len(undocumented)})",
+        f"## Public names no page documents ({len(findings.undocumented)})",
         "",
         "Their docstrings are still the authority: `help(name)` in Python.",
         "",
         "| name | reason | summary (from the docstring) |",
         "|---|---|---|",
     ]
-    lines += [f"| `{name}` | {_cell(reason)} | {_cell(summary)} |" for name, reason, summary in undocumented]
+    lines += [f"| `{name}` | {_cell(reason)} | {_cell(summary)} |" for name, reason, summary in findings.undocumented]
     lines += [
         "",
-        f"## Deprecated in torch {torch_version} ({len(deprecated)})",
+        f"## Deprecated in torch {torch_version} ({len(findings.deprecated)})",
         "",
         "Detected from `@deprecated` markers, `warnings.warn(..., FutureWarning | DeprecationWarning)` "
         "at the top of the function, or `.. deprecated::` in the docstring.",
@@ -242,13 +279,13 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
         "| name | replacement | message |",
         "|---|---|---|",
     ]
-    for name in sorted(deprecated):
-        dep = deprecated[name]
+    for name in sorted(findings.deprecated):
+        dep = findings.deprecated[name]
         replacement = f"`{dep.replacement}`" if dep.replacement else ""
         lines.append(f"| `{name}` | {replacement} | {_cell(dep.message)} |")
     lines += [
         "",
-        f"## Documented but missing from torch {torch_version} ({len(unresolved)})",
+        f"## Documented but missing from torch {torch_version} ({len(findings.unresolved)})",
         "",
         ("The pages name these, but they do not import from the installed torch: either the name is not in it "
          "(removed or renamed), or its module fails to import here (an optional dependency is not installed)."),
@@ -257,7 +294,7 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
         "|---|---|---|",
     ]
     lines += [
-        f"| `{name}` | {_cell(where)} | {_cell(_missing_reason(import_failures.get(name), torch_version))} |"
-        for name, where in sorted(unresolved.items())
+        f"| `{name}` | {_cell(where)} | {_cell(_missing_reason(findings.import_failures.get(name), torch_version))} |"
+        for name, where in sorted(findings.unresolved.items())
     ]
     return "\n".join(lines) + "\n"

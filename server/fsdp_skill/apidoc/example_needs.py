@@ -47,7 +47,7 @@ _REQUIRES = re.compile(r"#\s*xdoctest:?\s*\+REQUIRES\((?P<what>[^)]*)\)", re.IGN
 _KNOWN_REQUIREMENTS = {"numpy": "numpy", "np": "numpy", "torchvision": "torchvision", "transformers": "transformers"}
 
 
-def parse_pieces(sources: Iterable[str]) -> list[ast.AST]:
+def parse_pieces(sources: Iterable[str]) -> list[ast.Module]:
     """ASTs of the code: all of it if it parses, else each piece that does (upstream has typos)."""
     pieces = list(sources)
     with warnings.catch_warnings():
@@ -119,14 +119,14 @@ def code_world_sizes(trees: Iterable[ast.AST]) -> list[int]:
                 if ranks:
                     found.append(ranks)
             for key in sorted(_RANK_KEYWORDS & keywords.keys()):
-                ranks = _ints(keywords[key])
+                literal_ranks = _ints(keywords[key])
                 # Only literal ranks: `dst=rank + 1` or `ranks=list(range(n))` say nothing about the size.
-                if ranks and not any(isinstance(n, ast.Name) for n in ast.walk(keywords[key])):
-                    found.append(max(ranks) + 1)
+                if literal_ranks and not any(isinstance(n, ast.Name) for n in ast.walk(keywords[key])):
+                    found.append(max(literal_ranks) + 1)
             if name in _RANKS_FIRST and node.args and isinstance(node.args[0], (ast.List, ast.Tuple)):
-                ranks = _ints(node.args[0])
-                if ranks:
-                    found.append(max(ranks) + 1)
+                listed = _ints(node.args[0])
+                if listed:
+                    found.append(max(listed) + 1)
     return found
 
 

@@ -179,7 +179,9 @@ def format_default(value: Any) -> str:
     return _MODULE_PREFIX.sub("", text) if text.startswith("<") else text
 
 
-def signature_from_inspect(obj: Any, drop_first: bool) -> tuple[list[tuple[str, str | None, str | None]], str | None] | None:
+def signature_from_inspect(
+    obj: Any, drop_first: bool
+) -> tuple[list[tuple[str, str | None, str | None]], str | None] | None:
     """[(param text name, type, default)], return type — or None if inspect cannot tell."""
     try:
         sig = inspect.signature(obj)
@@ -194,7 +196,8 @@ def signature_from_inspect(obj: Any, drop_first: bool) -> tuple[list[tuple[str, 
         if p.kind is p.KEYWORD_ONLY and not seen_kw_only:
             params.append(("*", None, None))
             seen_kw_only = True
-        name = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
+        stars = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
+        name = stars + p.name
         if p.kind is p.VAR_POSITIONAL:
             seen_kw_only = True
         default = None if p.default is p.empty else format_default(p.default)
@@ -247,7 +250,9 @@ def parse_pybind_signature(line: str) -> tuple[list[tuple[str, str | None, str |
 
 
 def _split_top_level(text: str) -> list[str]:
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "([{":
             depth += 1

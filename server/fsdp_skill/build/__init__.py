@@ -4,3 +4,6 @@ rendering, markdown checks, the catalog's patterns, and writing references/ (wit
 Imports: `apidoc`, `convert`, `search`, `upstream`, `core`, and `verify.patterns` (the stdlib header
 parser the runner shares).
 """
+
+# The public face: the modules other stages may import (tests/test_layers.py holds them to it).
+__all__ = ["pipeline", "render"]

@@ -17,10 +17,10 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from fsdp_skill.core.errors import UserError
 from fsdp_skill.build.render import Heading, outline
-from fsdp_skill.convert.markdown import shift_headings
 from fsdp_skill.build.topics import Part, TopicMap
+from fsdp_skill.convert.markdown import shift_headings
+from fsdp_skill.core.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -155,10 +155,11 @@ def _owner_table(topic_map: TopicMap, pages: dict[str, ConvertedPage]) -> dict[s
                     api_claims.append((part.source, key, (start, end)))
                     continue
                 for line in range(start, end):
-                    if table[line] is not None and table[line] != key:
+                    owner = table[line]
+                    if owner is not None and owner != key:
                         raise TopicMapError(
                             f"assets/topics.toml: line {line + 1} of converted {part.source} is claimed by both "
-                            f"topic {table[line][0]!r} and topic {topic.name!r}; each section may go to one topic only"
+                            f"topic {owner[0]!r} and topic {topic.name!r}; each section may go to one topic only"
                         )
                     table[line] = key
     for source, key, (start, end) in api_claims:
@@ -168,7 +169,9 @@ def _owner_table(topic_map: TopicMap, pages: dict[str, ConvertedPage]) -> dict[s
     return owners
 
 
-def _check_fully_claimed(topic_map: TopicMap, pages: dict[str, ConvertedPage], owners: dict[str, list[PartKey | None]]) -> None:
+def _check_fully_claimed(
+    topic_map: TopicMap, pages: dict[str, ConvertedPage], owners: dict[str, list[PartKey | None]]
+) -> None:
     for source in sorted(topic_map.split_sources()):
         page = pages[source]
         lines = page.markdown.splitlines()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from fsdp_skill.build.markdown_checks import artefacts
-from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.build.render import anchors, outline
+from fsdp_skill.core.markdown import markdown_parser
 
 _HEADERLINK_TAIL = re.compile(r"(\s#|¶)\s*$")
 _ANCHOR_LINE = re.compile(r'^<a id="[^"]+"></a>$')

@@ -13,8 +13,6 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from markdown_it.token import Token
-
 from fsdp_skill.convert.markdown import plain_text
 from fsdp_skill.convert.myst import anchor_before
 from fsdp_skill.core.markdown import markdown_parser

@@ -113,7 +113,9 @@ def parse_topics(text: str, *, where: str, pages: list[DeclaredSource]) -> Topic
     used: set[str] = set()
     for topic in topic_map.topics:
         if not _NAME_RE.match(topic.name) or topic.name == "api-drift":
-            raise UserError(f"{where}: topic name {topic.name!r} must be lower-case letters, digits and '-' (and not 'api-drift')")
+            raise UserError(
+                f"{where}: topic name {topic.name!r} must be lower-case letters, digits and '-' (and not 'api-drift')"
+            )
         if topic.name in names:
             raise UserError(f"{where}: topic {topic.name!r} is declared twice")
         names.add(topic.name)
@@ -123,7 +125,8 @@ def parse_topics(text: str, *, where: str, pages: list[DeclaredSource]) -> Topic
             if part.source is not None:
                 if part.source not in declared:
                     raise UserError(
-                        f"{where}: topic {topic.name!r} uses {part.source!r}, which assets/sources.toml does not declare as a page"
+                        f"{where}: topic {topic.name!r} uses {part.source!r}, which assets/sources.toml does not "
+                        "declare as a page"
                     )
                 used.add(part.source)
     for unused in topic_map.unused:
@@ -145,5 +148,7 @@ def load_topics(pages: list[DeclaredSource], root: Path | None = None) -> TopicM
     try:
         text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"{file} not found: the topic map (which pages go into which reference file) is declared there") from None
+        raise UserError(
+            f"{file} not found: the topic map (which pages go into which reference file) is declared there"
+        ) from None
     return parse_topics(text, where=str(file), pages=pages)

@@ -23,12 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.search.ranking import search
 from fsdp_skill.serve.tools import Toolbox
 
@@ -93,7 +94,9 @@ class Quality:
     misses: list[tuple[str, list[str]]]
 
 
-def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str, str | None, str | None, str | None]]]) -> Quality:
+def score_rankings(
+    queries: list[EvalQuery], rankings: list[list[tuple[str, str, str | None, str | None, str | None]]]
+) -> Quality:
     r1 = r5 = rr = 0.0
     misses = []
     for query, ranking in zip(queries, rankings):
@@ -111,8 +114,11 @@ def score_rankings(queries: list[EvalQuery], rankings: list[list[tuple[str, str,
 def pattern_recall(queries: list[EvalQuery], rankings: list[list[tuple]]) -> tuple[int, float, float]:
     """(questions with an expected pattern, share with that pattern in the top 3, in the top 5): whether
     task questions surface the verified recipe, not only some relevant section."""
-    firsts = [next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
-              for q, ranking in zip(queries, rankings) if q.patterns]
+    firsts = [
+        next((i for i, doc in enumerate(ranking[:5], start=1) if doc[0] == "pattern" and doc[1] in q.patterns), None)
+        for q, ranking in zip(queries, rankings)
+        if q.patterns
+    ]
     if not firsts:
         return 0, 0.0, 0.0
     return (len(firsts), sum(f is not None and f <= 3 for f in firsts) / len(firsts),
@@ -128,15 +134,22 @@ def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
         for symbol in q.symbols:
             matches = [qualified for rank, qualified in index.resolve_name(symbol) if rank <= 1]
             if not matches:
-                raise UserError(f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl")
+                raise UserError(
+                    f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl"
+                )
             names.add(matches[0])
         out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns))
     return out
 
 
 def our_rankings(index: DocsIndex, queries: list[EvalQuery]) -> list[list[tuple]]:
-    return [[(h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor) for h in search(index, q.question, limit=10)]
-            for q in queries]
+    return [
+        [
+            (h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor)
+            for h in search(index, q.question, limit=10)
+        ]
+        for q in queries
+    ]
 
 
 _TOKEN = re.compile(r"\w+")
@@ -167,7 +180,7 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-def timed(fn, *args) -> tuple[float, float]:
+def timed(fn: Callable[..., object], *args: object) -> tuple[float, float]:
     """(wall ms, this process's CPU ms): on a busy machine the two differ, and the gap says so."""
     wall, cpu = time.perf_counter(), time.process_time()
     fn(*args)
@@ -180,6 +193,7 @@ def timed(fn, *args) -> tuple[float, float]:
 def _cold_start_once(command: list[str], tool: str, arguments: dict, env: dict[str, str]) -> float:
     import anyio
     from mcp import Client, StdioServerParameters
+    from mcp.types import TextContent
 
     async def session() -> float:
         start = time.perf_counter()
@@ -188,7 +202,8 @@ def _cold_start_once(command: list[str], tool: str, arguments: dict, env: dict[s
                 await client.list_tools()
                 result = await client.call_tool(tool, arguments)
                 if result.is_error:
-                    raise UserError(f"cold start: {tool} failed: {result.content[0].text}")
+                    said = " ".join(block.text for block in result.content if isinstance(block, TextContent))
+                    raise UserError(f"cold start: {tool} failed: {said}")
                 return time.perf_counter() - start
 
     return anyio.run(session)
@@ -302,7 +317,9 @@ def _mark(ok: bool) -> str:
 
 def cli_bench_search(args: argparse.Namespace) -> int:
     root = repo_root()
-    queries = load_queries(Path(args.queries) if getattr(args, "queries", None) else root / "tests" / "eval" / "queries.jsonl")
+    queries = load_queries(
+        Path(args.queries) if getattr(args, "queries", None) else root / "tests" / "eval" / "queries.jsonl"
+    )
     reason = stale_reason(index_path(root), catalog_path(root), root)
     if reason:
         print(f"note: {reason}: every server start below rebuilds a temporary index, which the cold-start "
@@ -312,23 +329,42 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     toolbox = Toolbox(index, root)
     print(f"fsdp-skill bench search: {len(queries)} queries, torch {index.torch_version}, "
           f"{index.document_count()} documents", flush=True)
+    baseline = PlainBM25(index)
+    _report_quality(root, index, queries, baseline, with_heldout=not getattr(args, "queries", None))
+    _report_latency(toolbox, baseline, queries)
+    _report_responses(root, queries)
+    _report_cold_start(root)
+    if args.skip_load:
+        print("\nload: skipped (--skip-load)")
+    else:
+        _report_load(root, queries)
+    return 0
 
+
+def _report_quality(root: Path, index: DocsIndex, queries: list[EvalQuery], baseline: PlainBM25,
+                    with_heldout: bool) -> None:
+    """Recall@1/5 and MRR on the dev set (and the held-out set), against plain BM25; pattern recall; misses."""
     our_ranked = our_rankings(index, queries)
     ours = score_rankings(queries, our_ranked)
-    baseline = PlainBM25(index)
     plain_ranked = [baseline.rank(q.question) for q in queries]
     plain = score_rankings(queries, plain_ranked)
     print(f"\nquality on {len(queries)} dev queries   Recall@1  Recall@5  MRR@10")
     print(f"  fsdp-skill index              {ours.recall1:6.3f}    {ours.recall5:6.3f}  {ours.mrr:6.3f}")
     print(f"  plain BM25                    {plain.recall1:6.3f}    {plain.recall5:6.3f}  {plain.mrr:6.3f}")
     heldout_path = root / "tests" / "eval" / "heldout.jsonl"
-    if heldout_path.is_file() and not getattr(args, "queries", None):
+    if heldout_path.is_file() and with_heldout:
         # Questions written after the ranking was tuned on the dev set: how well the tuning generalises.
         heldout = canonical(index, load_queries(heldout_path))
         h_ours = score_rankings(heldout, our_rankings(index, heldout))
         h_plain = score_rankings(heldout, [baseline.rank(q.question) for q in heldout])
-        print(f"  held-out ({len(heldout)}) fsdp-skill      {h_ours.recall1:6.3f}    {h_ours.recall5:6.3f}  {h_ours.mrr:6.3f}")
-        print(f"  held-out ({len(heldout)}) plain BM25      {h_plain.recall1:6.3f}    {h_plain.recall5:6.3f}  {h_plain.mrr:6.3f}")
+        print(
+            f"  held-out ({len(heldout)}) fsdp-skill      {h_ours.recall1:6.3f}    {h_ours.recall5:6.3f}  "
+            f"{h_ours.mrr:6.3f}"
+        )
+        print(
+            f"  held-out ({len(heldout)}) plain BM25      {h_plain.recall1:6.3f}    {h_plain.recall5:6.3f}  "
+            f"{h_plain.mrr:6.3f}"
+        )
     print(f"  targets: Recall@5 >= {TARGETS['recall5']} {_mark(ours.recall5 >= TARGETS['recall5'])}, "
           f"MRR >= {TARGETS['mrr']} {_mark(ours.mrr >= TARGETS['mrr'])}, above BM25 "
           f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
@@ -340,6 +376,8 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     for question, top in ours.misses:
         print(f"  not in top 5: {question!r} -> {top}")
 
+
+def _report_latency(toolbox: Toolbox, baseline: PlainBM25, queries: list[EvalQuery]) -> None:
     rounds = 5
     ours_t = [timed(toolbox.search_docs, q.question, 5, None) for _ in range(rounds) for q in queries]
     bm25_t = [timed(baseline.rank, q.question) for _ in range(rounds) for q in queries]
@@ -353,23 +391,28 @@ def cli_bench_search(args: argparse.Namespace) -> int:
     print(f"  rank-bm25     p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
           f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)")
 
+
+def _report_responses(root: Path, queries: list[EvalQuery]) -> None:
     tokens, mcp_ms = response_tokens(root, queries)
     median_tokens = statistics.median(tokens)
     print(f"\nresponse size (limit=5, chars/4): median {median_tokens:.0f} tokens, max {max(tokens)}   "
           f"target <= {TARGETS['tokens']} {_mark(median_tokens <= TARGETS['tokens'])}")
-    print(f"  in-process MCP round trip (mcp.Client): p50 {percentile(mcp_ms, 50):.2f} ms  p99 {percentile(mcp_ms, 99):.2f} ms")
+    print(
+        f"  in-process MCP round trip (mcp.Client): p50 {percentile(mcp_ms, 50):.2f} ms  p99 "
+        f"{percentile(mcp_ms, 99):.2f} ms"
+    )
 
+
+def _report_cold_start(root: Path) -> None:
     ours_s, bare_s = cold_start(root)
     ratio = ours_s / bare_s
     print(f"\ncold start over stdio (spawn, initialize, list tools, first call; median of {COLD_RUNS})")
     print(f"  fsdp-skill serve {ours_s * 1000:7.0f} ms   bare MCPServer {bare_s * 1000:7.0f} ms   "
           f"ratio {ratio:.2f}x   target <= {TARGETS['cold_ratio']}x {_mark(ratio <= TARGETS['cold_ratio'])}")
 
-    if args.skip_load:
-        print("\nload: skipped (--skip-load)")
-    else:
-        calls, errors, load_ms, wall = http_load(root, queries)
-        print(f"\nload: {LOAD_CLIENTS} streamable-HTTP clients x {LOAD_CALLS} searches = {calls} calls in {wall:.1f} s "
-              f"({calls / wall:.0f}/s), errors {errors} {_mark(errors == 0)}")
-        print(f"  per call p50 {percentile(load_ms, 50):.1f} ms  p99 {percentile(load_ms, 99):.1f} ms")
-    return 0
+
+def _report_load(root: Path, queries: list[EvalQuery]) -> None:
+    calls, errors, load_ms, wall = http_load(root, queries)
+    print(f"\nload: {LOAD_CLIENTS} streamable-HTTP clients x {LOAD_CALLS} searches = {calls} calls in {wall:.1f} s "
+          f"({calls / wall:.0f}/s), errors {errors} {_mark(errors == 0)}")
+    print(f"  per call p50 {percentile(load_ms, 50):.1f} ms  p99 {percentile(load_ms, 99):.1f} ms")

@@ -84,7 +84,9 @@ def _run(specs: list[ExampleSpec], caps: Capabilities, timeout_s: float, per_exa
 def _line(label: str, samples: list[Sample], note: str) -> str:
     walls = " ".join(f"{s.wall:.2f}" for s in samples)
     cpu = statistics.median(s.cpu for s in samples)
-    return f"  {label:<18} {statistics.median(s.wall for s in samples):8.2f} s wall ({walls}), {cpu:7.2f} s cpu   {note}"
+    return (
+        f"  {label:<18} {statistics.median(s.wall for s in samples):8.2f} s wall ({walls}), {cpu:7.2f} s cpu   {note}"
+    )
 
 
 def cli_bench_verify(args: argparse.Namespace) -> int:
@@ -134,8 +136,14 @@ def cli_bench_verify(args: argparse.Namespace) -> int:
     cpu_speedup = per_example[0].cpu / statistics.median(s.cpu for s in pooled)
     cpu_over_floor = statistics.median(p.cpu / f.cpu for p, f in zip(pooled, floors))
     ok_speed, ok_floor = speedup >= SPEEDUP_TARGET, over_floor <= FLOOR_TARGET
-    print(f"pooled vs spawn per example: {speedup:.1f}x faster (target >= {SPEEDUP_TARGET:g}x) {'ok' if ok_speed else 'MISSED'}"
-          f"   [cpu: {cpu_speedup:.1f}x]")
-    print(f"pooled vs floor: {over_floor:.2f}x the floor, median of paired rounds (target <= {FLOOR_TARGET:g}x; below 1 is fine) "
-          f"{'ok' if ok_floor else 'MISSED'}   [cpu: {cpu_over_floor:.2f}x]")
+    print(
+        f"pooled vs spawn per example: {speedup:.1f}x faster (target >= {SPEEDUP_TARGET:g}x) "
+        f"{'ok' if ok_speed else 'MISSED'}"
+        f"   [cpu: {cpu_speedup:.1f}x]"
+    )
+    print(
+        f"pooled vs floor: {over_floor:.2f}x the floor, median of paired rounds "
+        f"(target <= {FLOOR_TARGET:g}x; below 1 is fine) "
+        f"{'ok' if ok_floor else 'MISSED'}   [cpu: {cpu_over_floor:.2f}x]"
+    )
     return 0 if ok_speed and ok_floor else 1

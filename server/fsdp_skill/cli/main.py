@@ -13,7 +13,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.errors import FsdpSkillError, UserError
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
 def _add_fetch(sub: argparse._SubParsersAction) -> None:
@@ -28,11 +29,17 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from-dir", metavar="DIR", help="seed the cache from a local snapshot instead of the network")
     p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout in seconds (default 30)")
     p.add_argument("--retries", type=int, default=3, help="retries per file on network errors (default 3)")
+    p.add_argument("--base-url", metavar="URL", help="a mirror serving URL/<owner>/<name>/<ref>/<path> instead of "
+                   "https://raw.githubusercontent.com (env FSDP_SKILL_UPSTREAM_URL)")
+    p.add_argument("--api-url", metavar="URL", help="GitHub API base for commits and trees (default "
+                   "https://api.github.com; env FSDP_SKILL_GITHUB_API)")
     p.set_defaults(handler="fsdp_skill.upstream.fetch:cli_fetch")
 
 
 def _add_regenerate(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache")
+    p = sub.add_parser(
+        "regenerate", help="rebuild references/, catalog.json, api-drift.md and the index from the cache"
+    )
     p.add_argument("--strict", action="store_true", help="fail on any warning (unknown directive, bad docstring)")
     p.add_argument("--check", action="store_true", help="build in a temp dir and report differences; change nothing")
     p.add_argument("--ref", help="upstream ref recorded in the output (default: the cache manifest's)")
@@ -43,7 +50,7 @@ def _add_search(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="search the docs index")
     p.add_argument("query")
     p.add_argument("--limit", type=int, default=5)
-    p.add_argument("--kind", choices=["section", "api", "example", "pattern"])
+    p.add_argument("--kind", choices=DOCUMENT_KINDS)
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(handler="fsdp_skill.cli.search:cli_search")
 
@@ -59,7 +66,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the MCP server (stdio by default)")
     p.add_argument("--http", action="store_true", help="serve streamable HTTP instead of stdio")
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; 0 picks a free port and prints it)")
     p.add_argument("--allow-run", action="store_true", help="register verify_example (runs catalog examples only)")
     p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
 
@@ -144,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         handler = getattr(importlib.import_module(module_name), func_name)
         return int(handler(args) or 0)
-    except UserError as exc:
+    except FsdpSkillError as exc:
         print(f"fsdp-skill {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

@@ -6,11 +6,12 @@ Checks, each reported as one `file:line: problem` line:
   folder name, lowercase letters/digits/single hyphens, at most 64 characters; `description` is
   1..1024 characters in the third person; `compatibility` at most 500; `metadata` maps strings to
   strings. The body stays within 500 lines and 5,000 tokens (characters / 4), both printed.
-- Every relative link in SKILL.md and references/*.md resolves to a file inside the skill, and a
+- Every relative link in SKILL.md, references/*.md and assets/*.md resolves to a file inside the skill, and a
   `file.md#anchor` to a heading slug (GitHub's rule) or an `<a id>`/`<a name>` of that file.
 - Every ```python block of SKILL.md parses (ast), and so does every pattern; shell templates pass
   `bash -n`; every pattern has a valid metadata header and a unique name.
 - SKILL.md lists every pattern, names each by its header name, and names no pattern that is not there.
+- Every numbered pitfall links a claim check in assets/checks/ whose header parses (`validate_claims`).
 
 Markdown is parsed once with markdown-it-py; links, fences and headings are read from its tokens, and
 line numbers come from the tokens' line maps.
@@ -24,6 +25,7 @@ import math
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,10 @@ import yaml
 from markdown_it.token import Token
 
 from fsdp_skill.build.render import github_slug, plain_text
+from fsdp_skill.cli.validate_claims import check_pitfall_links
 from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
+from fsdp_skill.core.scratch import leftovers
 from fsdp_skill.verify.patterns import (
     PatternHeader,
     PatternHeaderError,
@@ -77,6 +81,7 @@ class Report:
     anchors: int = 0
     python_blocks: int = 0
     patterns: int = 0
+    claim_checks: int = 0
 
     def add(self, file: str, line: int, message: str) -> None:
         self.problems.append(Problem(file, line, message))
@@ -105,18 +110,10 @@ def _key_lines(yaml_text: str, first_line: int) -> dict[str, int]:
 
 
 def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str = SKILL_FILE) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(yaml_text)
-        lines = _key_lines(yaml_text, first_line)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = first_line + (mark.line if mark else 0)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        report.add(file, line, f"frontmatter is not valid YAML ({problem}): quote values that contain ': ' or '#'")
+    parsed = _parse_frontmatter(yaml_text, first_line, report, file)
+    if parsed is None:
         return {}
-    if not isinstance(data, dict):
-        report.add(file, first_line, "frontmatter must be a YAML mapping of keys to values")
-        return {}
+    data, lines = parsed
 
     def at(key: str) -> int:
         return lines.get(key, first_line)
@@ -128,40 +125,78 @@ def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str
                 f"frontmatter key {key!r} is not allowed by the Agent Skills spec "
                 f"(allowed: {', '.join(ALLOWED_KEYS)}): move it under 'metadata'",
             )
+    _check_name(data.get("name"), at("name"), report, file)
+    _check_description(data.get("description"), at("description"), report, file)
+    _check_optional_fields(data, at, report, file)
+    return data
 
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
-        report.add(file, at("name"), "frontmatter needs 'name': a non-empty string")
-    else:
-        if len(name) > MAX_NAME_CHARS:
-            report.add(file, at("name"), f"name is {len(name)} characters, the limit is {MAX_NAME_CHARS}")
-        if not NAME_RE.match(name):
-            report.add(
-                file, at("name"),
-                f"name {name!r} must be lowercase letters and digits joined by single hyphens, no leading/trailing hyphen",
-            )
-        elif name != SKILL_NAME:
-            report.add(file, at("name"), f"name {name!r} must be the skill's folder name {SKILL_NAME!r}")
 
-    description = data.get("description")
-    if not isinstance(description, str) or not description.strip():
-        report.add(file, at("description"), "frontmatter needs 'description': what the skill does and when to use it")
-    else:
-        if len(description) > MAX_DESCRIPTION_CHARS:
-            report.add(
-                file, at("description"),
-                f"description is {len(description)} characters, the limit is {MAX_DESCRIPTION_CHARS}",
-            )
-        person = PERSON_RE.search(description)
-        if person:
-            report.add(
-                file, at("description"),
-                f"description uses {person.group(0)!r}: write it in the third person ('Explains ...; use when ...')",
-            )
+def _parse_frontmatter(
+    yaml_text: str, first_line: int, report: Report, file: str
+) -> tuple[dict[str, Any], dict[str, int]] | None:
+    """The frontmatter mapping and each key's line, or None (reported) when it is not a YAML mapping."""
+    try:
+        data = yaml.safe_load(yaml_text)
+        lines = _key_lines(yaml_text, first_line)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = first_line + (mark.line if mark else 0)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        report.add(file, line, f"frontmatter is not valid YAML ({problem}): quote values that contain ': ' or '#'")
+        return None
+    if not isinstance(data, dict):
+        report.add(file, first_line, "frontmatter must be a YAML mapping of keys to values")
+        return None
+    return data, lines
 
+
+def _text_field(value: Any, key: str, what: str, limit: int, line: int, report: Report, file: str) -> str | None:
+    """A required string field within its length limit: the string, or None when it is missing (reported)."""
+    if not isinstance(value, str) or not value.strip():
+        report.add(file, line, f"frontmatter needs '{key}': {what}")
+        return None
+    if len(value) > limit:
+        report.add(file, line, f"{key} is {len(value)} characters, the limit is {limit}")
+    return value
+
+
+def _check_name(value: Any, line: int, report: Report, file: str) -> None:
+    name = _text_field(value, "name", "a non-empty string", MAX_NAME_CHARS, line, report, file)
+    if name is None:
+        return
+    if not NAME_RE.match(name):
+        report.add(
+            file,
+            line,
+            f"name {name!r} must be lowercase letters and digits joined by single hyphens, "
+            "no leading/trailing hyphen",
+        )
+    elif name != SKILL_NAME:
+        report.add(file, line, f"name {name!r} must be the skill's folder name {SKILL_NAME!r}")
+
+
+def _check_description(value: Any, line: int, report: Report, file: str) -> None:
+    what = "what the skill does and when to use it"
+    description = _text_field(value, "description", what, MAX_DESCRIPTION_CHARS, line, report, file)
+    if description is None:
+        return
+    person = PERSON_RE.search(description)
+    if person:
+        report.add(
+            file, line,
+            f"description uses {person.group(0)!r}: write it in the third person ('Explains ...; use when ...')",
+        )
+
+
+def _check_optional_fields(data: dict[str, Any], at: Callable[[str], int], report: Report, file: str) -> None:
+    """compatibility, metadata and allowed-tools: optional, but typed by the spec when present."""
     compatibility = data.get("compatibility")
-    if compatibility is not None and (not isinstance(compatibility, str) or not 1 <= len(compatibility) <= MAX_COMPATIBILITY_CHARS):
-        report.add(file, at("compatibility"), f"compatibility must be a string of 1..{MAX_COMPATIBILITY_CHARS} characters")
+    if compatibility is not None and (
+        not isinstance(compatibility, str) or not 1 <= len(compatibility) <= MAX_COMPATIBILITY_CHARS
+    ):
+        report.add(
+            file, at("compatibility"), f"compatibility must be a string of 1..{MAX_COMPATIBILITY_CHARS} characters"
+        )
 
     metadata = data.get("metadata")
     if metadata is not None:
@@ -180,7 +215,6 @@ def check_frontmatter(yaml_text: str, first_line: int, report: Report, file: str
         isinstance(tools, str) or (isinstance(tools, list) and all(isinstance(t, str) for t in tools))
     ):
         report.add(file, at("allowed-tools"), "allowed-tools must be a space-separated string or a list of strings")
-    return data
 
 
 # ------------------------------------------------------------------------------ links and anchors
@@ -222,13 +256,21 @@ def links_of(markdown: str, offset: int = 1) -> list[tuple[int, str]]:
         if token.type != "inline":
             continue
         for child in token.children or []:
-            target = child.attrGet("href") if child.type == "link_open" else child.attrGet("src") if child.type == "image" else None
+            target = (
+                child.attrGet("href")
+                if child.type == "link_open"
+                else child.attrGet("src")
+                if child.type == "image"
+                else None
+            )
             if target:
                 found.append((_source_line(lines, token, str(target), offset), str(target)))
     return found
 
 
-def check_links(path: Path, markdown: str, offset: int, root: Path, report: Report, anchor_cache: dict[Path, set[str]]) -> None:
+def check_links(
+    path: Path, markdown: str, offset: int, root: Path, report: Report, anchor_cache: dict[Path, set[str]]
+) -> None:
     file = _relative(path, root)
     for line, target in links_of(markdown, offset):
         parts = urlsplit(target)
@@ -252,7 +294,11 @@ def check_links(path: Path, markdown: str, offset: int, root: Path, report: Repo
             if destination not in anchor_cache:
                 anchor_cache[destination] = anchors_of(destination.read_text(encoding="utf-8"))
             if unquote(parts.fragment) not in anchor_cache[destination]:
-                report.add(file, line, f"link {target!r}: no heading or <a id> {parts.fragment!r} in {_relative(destination, root)}")
+                report.add(
+                    file,
+                    line,
+                    f"link {target!r}: no heading or <a id> {parts.fragment!r} in {_relative(destination, root)}",
+                )
 
 
 # ----------------------------------------------------------------------------- code and patterns
@@ -285,7 +331,11 @@ def check_pattern_files(root: Path, report: Report) -> tuple[dict[str, PatternHe
             unreadable += 1
             continue
         if header.name in headers:
-            report.add(file, header.key_lines["name"], f"pattern name {header.name!r} is already used by {_relative(headers[header.name].path, root)}")
+            report.add(
+                file,
+                header.key_lines["name"],
+                f"pattern name {header.name!r} is already used by {_relative(headers[header.name].path, root)}",
+            )
             continue
         headers[header.name] = header
         if header.kind == "shell" and bash:
@@ -317,7 +367,11 @@ def check_pattern_mentions(
                 for name in GET_PATTERN_RE.findall(child.content):
                     if name not in headers and complete:
                         line = _source_line(lines, token, child.content, offset)
-                        report.add(SKILL_FILE, line, f"get_pattern names {name!r}, which is not a pattern (have: {', '.join(sorted(headers))})")
+                        report.add(
+                            SKILL_FILE,
+                            line,
+                            f"get_pattern names {name!r}, which is not a pattern (have: {', '.join(sorted(headers))})",
+                        )
             if child.type != "link_open":
                 continue
             target = urlsplit(str(child.attrGet("href") or ""))
@@ -330,9 +384,15 @@ def check_pattern_mentions(
             text = children[index + 1] if index + 1 < len(children) else None
             if text is not None and text.type == "code_inline" and text.content != header.name:
                 line = _source_line(lines, token, str(child.attrGet("href")), offset)
-                report.add(SKILL_FILE, line, f"link text `{text.content}` but {_relative(header.path, root)} is pattern {header.name!r}")
+                report.add(
+                    SKILL_FILE,
+                    line,
+                    f"link text `{text.content}` but {_relative(header.path, root)} is pattern {header.name!r}",
+                )
     for name in sorted(set(headers) - listed):
-        report.add(SKILL_FILE, offset, f"pattern {name!r} ({_relative(headers[name].path, root)}) is not linked from SKILL.md")
+        report.add(
+            SKILL_FILE, offset, f"pattern {name!r} ({_relative(headers[name].path, root)}) is not linked from SKILL.md"
+        )
 
 
 # ---------------------------------------------------------------------------------------- driver
@@ -368,15 +428,42 @@ def validate(root: Path) -> Report:
             check_frontmatter(yaml_text, yaml_line, report)
         report.body_lines, report.body_tokens = body_size(body)
         if report.body_lines > MAX_BODY_LINES:
-            report.add(SKILL_FILE, body_line, f"body is {report.body_lines} lines, the limit is {MAX_BODY_LINES}: move detail to references/")
+            report.add(
+                SKILL_FILE,
+                body_line,
+                f"body is {report.body_lines} lines, the limit is {MAX_BODY_LINES}: move detail to references/",
+            )
         if report.body_tokens > MAX_BODY_TOKENS:
-            report.add(SKILL_FILE, body_line, f"body is ~{report.body_tokens} tokens, the limit is {MAX_BODY_TOKENS}: move detail to references/")
+            report.add(
+                SKILL_FILE,
+                body_line,
+                f"body is ~{report.body_tokens} tokens, the limit is {MAX_BODY_TOKENS}: move detail to references/",
+            )
         check_links(skill, body, body_line, root, report, anchor_cache)
         check_python_blocks(body, body_line, report)
         check_pattern_mentions(body, body_line, root, headers, report, complete=unreadable == 0)
-    for reference in sorted(references_dir(root).glob("*.md")):
+        claim_problems, report.claim_checks = check_pitfall_links(body, body_line, root)
+        for file, line, message in claim_problems:
+            report.add(file, line, message)
+    # Hand-written guides next to the patterns (assets/*.md) are read by agents too.
+    for reference in sorted(references_dir(root).glob("*.md")) + sorted((root / "assets").glob("*.md")):
         check_links(reference, reference.read_text(encoding="utf-8"), 1, root, report, anchor_cache)
+    check_leftovers(root, report)
     return report
+
+
+# Where interrupted runs stage their work: fetch next to upstream/, regenerate and every atomic
+# write inside references/ (all dot-named; .gitignore keeps them out of commits).
+SCRATCH_SPOTS = ((".", ".upstream-new-"), (".", ".upstream-old-"), ("references", "."))
+
+
+def check_leftovers(root: Path, report: Report) -> None:
+    """Temp folders and files whose run is gone: a killed regenerate or fetch left them."""
+    for folder, prefix in SCRATCH_SPOTS:
+        for entry in leftovers(root / folder, prefix):
+            kind = "folder" if entry.is_dir() else "file"
+            report.add(_relative(entry, root), 1, f"temporary {kind} left by an interrupted run: delete it "
+                       "(the next `fsdp-skill regenerate` or `fetch` removes it too)")
 
 
 def cli_validate(args: argparse.Namespace) -> int:
@@ -394,7 +481,7 @@ def cli_validate(args: argparse.Namespace) -> int:
     )
     print(
         f"checked {report.links} relative links ({report.anchors} with anchors), "
-        f"{report.python_blocks} python blocks, {report.patterns} patterns: "
+        f"{report.python_blocks} python blocks, {report.patterns} patterns, {report.claim_checks} claim checks: "
         + (f"{len(report.problems)} problem(s)" if report.problems else "no problems")
     )
     return 1 if report.problems else 0

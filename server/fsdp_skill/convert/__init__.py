@@ -5,3 +5,6 @@ block quotes, heading shifts). The plain parser and fence sizing are `core.markd
 
 Imports: `core` only. Knows nothing of torch, topics or the catalog's assembly.
 """
+
+# The public face: the modules other stages may import (tests/test_layers.py holds them to it).
+__all__ = ["markdown", "myst", "myst_tokens", "rst"]

@@ -262,7 +262,9 @@ class _PageConverter:
             return f"**`{directive.argument}`**\n\n{body}"
         if kind in (sphinx.Kind.TITLED_CONTAINER, sphinx.Kind.DESCRIPTION):
             return body
-        self.warn(self.origin, page_line, f"unknown MyST directive {{{directive.name}}}: its body is kept as plain text")
+        self.warn(
+            self.origin, page_line, f"unknown MyST directive {{{directive.name}}}: its body is kept as plain text"
+        )
         return body or None
 
     def _body(self, directive: _Directive) -> str:

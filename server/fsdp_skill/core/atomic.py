@@ -7,21 +7,59 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
+
+from fsdp_skill.core.scratch import make_scratch_dir, make_scratch_file
+
+__all__ = ["write_atomic"]
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temp file in the same folder, then os.replace it into place."""
+    """Write text to path through a temp file in the same folder, then os.replace it into place.
+
+    The temp file is `.<name>.<pid>-<random>`: one a killed writer left is removed by the next write.
+    The file gets the mode a plain `open()` would give it (the existing file's, else 0666 minus the
+    umask), not the 0600 of a temp file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = make_scratch_file(path.parent, f".{path.name}.")
     try:
+        os.fchmod(fd, _mode_for(path))
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def unwritable_reason(path: Path) -> str | None:
+    """Why `path` cannot be written (its folder missing, not a folder, read-only, ...), or None.
+
+    Checked by actually creating (and removing) a temp file next to it, so a long run that would
+    fail at its very end to save its report fails at the start instead."""
+    parent = path.parent
+    if path.is_dir():
+        return f"{path} is a folder: pass a file path"
+    if not parent.exists():
+        return f"the folder {parent} does not exist: create it first or pass another path"
+    if not parent.is_dir():
+        return f"{parent} is not a folder: pass a path inside a folder"
+    try:
+        fd, probe = make_scratch_file(parent, f".{path.name}.")
+    except OSError as exc:
+        return f"cannot write in {parent} ({exc.strerror or type(exc).__name__})"
+    os.close(fd)
+    probe.unlink(missing_ok=True)
+    return None
 
 
 def replace_dir(staged: Path, target: Path) -> None:
@@ -32,7 +70,8 @@ def replace_dir(staged: Path, target: Path) -> None:
     """
     old: Path | None = None
     if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
+        # `.<name>.old-<pid>-*`: one a killed run left is removed by the next replace_dir here.
+        old = make_scratch_dir(target.parent, f".{target.name}.old-")
         os.replace(target, old / target.name)
     try:
         os.replace(staged, target)

@@ -18,6 +18,26 @@ from pydantic import BaseModel, ConfigDict, Field
 from fsdp_skill.core.atomic import write_atomic
 from fsdp_skill.core.errors import UserError
 
+__all__ = [
+    "PAGE_CODE_KINDS",
+    "SCHEMA_VERSION",
+    "ApiEntry",
+    "Catalog",
+    "CatalogError",
+    "Deprecation",
+    "DoctestStep",
+    "Example",
+    "PageCode",
+    "Parameter",
+    "Pattern",
+    "Reference",
+    "Section",
+    "Source",
+    "dump_catalog",
+    "load_catalog",
+    "save_catalog",
+]
+
 SCHEMA_VERSION = 2
 
 ApiKind = Literal["function", "class", "method", "attribute", "property", "module", "data"]
@@ -97,7 +117,9 @@ class ApiEntry(_Model):
     reference: str
     anchor: str
     url: str | None = None
-    aliases: list[str] = Field(default_factory=list, description="Other spellings: short name, dist.X, re-export paths.")
+    aliases: list[str] = Field(
+        default_factory=list, description="Other spellings: short name, dist.X, re-export paths."
+    )
 
 
 class DoctestStep(_Model):

@@ -84,6 +84,8 @@ def locate() -> DataRoot:
         f"fsdp-skill ...`), or set {ENV_VAR} to {CHECKOUT_HINT}"
     )
 
+__all__ = ["catalog_path", "index_path", "patterns_dir", "references_dir", "repo_root", "upstream_dir"]
+
 
 def repo_root() -> Path:
     """The folder the skill's data is read from: $FSDP_SKILL_ROOT, the checkout, or the installed package data."""

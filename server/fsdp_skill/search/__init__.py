@@ -3,3 +3,6 @@ the index, ranking and snippets.
 
 Imports: `core` only; never torch (the server serves from it).
 """
+
+# The public face: the modules other stages may import (tests/test_layers.py holds them to it).
+__all__ = ["index", "query", "ranking", "snippets"]

@@ -111,7 +111,9 @@ def _api_text_blocks(entry: ApiEntry) -> list[Block]:
         blocks.extend(block for block in described if block[1].strip())
     if entry.parameters:
         params = "; ".join(
-            f"`{p.name}`" + (f" ({p.type})" if p.type else "") + (f": {p.description.rstrip('.')}" if p.description else "")
+            f"`{p.name}`"
+            + (f" ({p.type})" if p.type else "")
+            + (f": {p.description.rstrip('.')}" if p.description else "")
             for p in entry.parameters
         )
         blocks.append(("text", f"Parameters: {params}"))

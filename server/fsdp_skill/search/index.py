@@ -27,12 +27,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from urllib.parse import quote
-
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, repo_root
+from fsdp_skill.core.scratch import make_scratch_file
+from fsdp_skill.core.vocabulary import DocumentKind
 from fsdp_skill.search.query import SYMBOL_ALIASES, identifier_parts
 from fsdp_skill.search.snippets import Block
 
@@ -100,10 +101,8 @@ def build_index(catalog: Catalog, path: Path, root: Path | None = None) -> None:
     `root` is where pattern files are read from (default: the repository root).
     """
     root = root or repo_root()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = make_scratch_file(path.parent, f".{path.name}.")  # a killed build's leftover goes first
     os.close(fd)
-    tmp = Path(tmp_name)
     try:
         tmp.unlink()  # sqlite3 must create the file itself (page size, header)
         conn = sqlite3.connect(tmp, isolation_level=None)
@@ -203,7 +202,7 @@ def index_content_digest(path: Path) -> str:
 @dataclass(frozen=True)
 class DocRow:
     rowid: int
-    kind: str
+    kind: DocumentKind
     id: str
     title: str
     symbol: str | None

@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fsdp_skill.core.errors import UserError
+
 MAX_QUERY_CHARS = 1000
 
 # Words and dotted paths as users write them: `dist.all_reduce`, `MixedPrecisionPolicy`, `fsdp2`.
@@ -116,7 +118,10 @@ PHRASE_REWRITES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:how many|number of) (?:processes|ranks|workers|gpus)\b", re.I), "get_world_size"),
     (re.compile(r"\bnon[- ]blocking\b", re.I), "nonblocking"),
     (re.compile(r"\btim(?:e|es|ed|ing)[- ]?out\b", re.I), "timeout"),
-    (re.compile(r"\bdifferent (?:numbers?|amounts?) of (?:batches|inputs|samples|steps|data)\b", re.I), "uneven inputs"),
+    (
+        re.compile(r"\bdifferent (?:numbers?|amounts?) of (?:batches|inputs|samples|steps|data)\b", re.I),
+        "uneven inputs",
+    ),
     (re.compile(r"\b(?:wait (?:until|for) (?:all|every)|same point)\b", re.I), "barrier synchronize"),
     (re.compile(r"\bmicro[- ]batch(es)?\b", re.I), "microbatch"),
     # The *_object collectives take "picklable" objects; users say Python/arbitrary objects.
@@ -150,14 +155,30 @@ SYMBOL_ALIASES: dict[str, str] = {
 # wants CPUOffloadPolicy): documents in that topic's reference files or under its API prefixes get a
 # mild lift instead. Keys are lowercase words; values: (reference files, qualified-name prefixes).
 SCOPES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "fsdp2": (("fsdp2.md",), ("torch.distributed.fsdp.fully_shard", "torch.distributed.fsdp.FSDPModule",
-                              "torch.distributed.fsdp.MixedPrecisionPolicy", "torch.distributed.fsdp.CPUOffloadPolicy",
-                              "torch.distributed.fsdp.OffloadPolicy", "torch.distributed.fsdp.register_fsdp_forward_method",
-                              "torch.distributed.fsdp.UnshardHandle")),
-    "fsdp1": (("fsdp1.md",), ("torch.distributed.fsdp.FullyShardedDataParallel", "torch.distributed.fsdp.ShardingStrategy",
-                              "torch.distributed.fsdp.MixedPrecision", "torch.distributed.fsdp.CPUOffload",
-                              "torch.distributed.fsdp.BackwardPrefetch", "torch.distributed.fsdp.StateDictType",
-                              "torch.distributed.fsdp.FullStateDictConfig")),
+    "fsdp2": (
+        ("fsdp2.md",),
+        (
+            "torch.distributed.fsdp.fully_shard",
+            "torch.distributed.fsdp.FSDPModule",
+            "torch.distributed.fsdp.MixedPrecisionPolicy",
+            "torch.distributed.fsdp.CPUOffloadPolicy",
+            "torch.distributed.fsdp.OffloadPolicy",
+            "torch.distributed.fsdp.register_fsdp_forward_method",
+            "torch.distributed.fsdp.UnshardHandle",
+        ),
+    ),
+    "fsdp1": (
+        ("fsdp1.md",),
+        (
+            "torch.distributed.fsdp.FullyShardedDataParallel",
+            "torch.distributed.fsdp.ShardingStrategy",
+            "torch.distributed.fsdp.MixedPrecision",
+            "torch.distributed.fsdp.CPUOffload",
+            "torch.distributed.fsdp.BackwardPrefetch",
+            "torch.distributed.fsdp.StateDictType",
+            "torch.distributed.fsdp.FullStateDictConfig",
+        ),
+    ),
     "fsdp": (("fsdp2.md", "fsdp1.md"), ("torch.distributed.fsdp.",)),
     "dcp": (("checkpoint.md",), ("torch.distributed.checkpoint",)),
     "ddp": (("ddp-and-join.md",), ("torch.nn.parallel.DistributedDataParallel", "torch.distributed.algorithms")),
@@ -247,7 +268,7 @@ class ParsedQuery:
         return " OR ".join(f'"{term}"' for term in self.terms)
 
 
-class QueryError(ValueError):
+class QueryError(UserError, ValueError):
     """The query cannot be searched; the message says how to fix it."""
 
 
@@ -306,7 +327,9 @@ def parse_query(text: str) -> ParsedQuery:
     parsed.content_words = len(content or words)
     # Neighbouring words glued together, for matching API names typed as prose ("distribute tensor").
     plain = [w.lower() for w in content if not is_identifier(w)]
-    parsed.glued = [a + b for a, b in zip(plain, plain[1:])] + [a + b + c for a, b, c in zip(plain, plain[1:], plain[2:])]
+    parsed.glued = [a + b for a, b in zip(plain, plain[1:])] + [
+        a + b + c for a, b, c in zip(plain, plain[1:], plain[2:])
+    ]
     prose: dict[str, None] = {}
     for match in _WORD.finditer(_HYPHENATED.sub(" ", rewritten)):
         word = match.group(0).strip("._").lower()

@@ -27,7 +27,6 @@ from fsdp_skill.search.index import DocRow, DocsIndex
 from fsdp_skill.search.query import SCOPES, ParsedQuery, identifier_parts, is_identifier, parse_query
 from fsdp_skill.search.snippets import make_snippet
 
-KINDS = ("section", "api", "example", "pattern")
 POOL = 60
 # Examples are bare code: useful when asked for, noise otherwise.
 KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0}
@@ -142,7 +141,9 @@ def said_parts(words: list[str]) -> set[str]:
     out: set[str] = set()
     for word in words:
         out.add(word)
-        out.update(word[: -len(ending)] for ending in _INFLECTIONS if word.endswith(ending) and len(word) > len(ending) + 1)
+        out.update(
+            word[: -len(ending)] for ending in _INFLECTIONS if word.endswith(ending) and len(word) > len(ending) + 1
+        )
         if word in _WRITTEN_OUT:
             out.add(_WRITTEN_OUT[word])
     return out
@@ -216,7 +217,12 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None)
             if seen >= MAX_EXAMPLES_PER_SYMBOL:
                 continue
             examples_seen[symbol or ""] = seen + 1
-        elif doc_kind == "api" and symbol and symbol.rsplit(".", 1)[0] in api_symbols and is_class_name(symbol.rsplit(".", 1)[0]):
+        elif (
+            doc_kind == "api"
+            and symbol
+            and symbol.rsplit(".", 1)[0] in api_symbols
+            and is_class_name(symbol.rsplit(".", 1)[0])
+        ):
             parent = symbol.rsplit(".", 1)[0]
             seen = members_seen.get(parent, 0)
             if seen >= MAX_MEMBERS_PER_CLASS:
@@ -228,4 +234,6 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None)
 
     docs = index.docs([rowid for _, rowid in chosen])
     words = list(dict.fromkeys([*parsed.highlight, *(t for t in parsed.terms if len(t) >= 3)]))
-    return [Hit(doc=docs[rowid], score=score, snippet=make_snippet(docs[rowid].blocks, words)) for score, rowid in chosen]
+    return [
+        Hit(doc=docs[rowid], score=score, snippet=make_snippet(docs[rowid].blocks, words)) for score, rowid in chosen
+    ]

@@ -54,27 +54,33 @@ Help debug a distributed PyTorch job that hangs or times out (torch {torch_versi
 Use the pytorch-fsdp tools for details (`search_docs`, `get_api`, `read_reference`); when \
 patterns are installed, `get_pattern` on the hang-debugging recipe gives a runnable script.
 
-Go through these, most likely first, and say which applies:
-1. Mismatched collectives: one rank skips or reorders a collective (a data-dependent `if`, an \
-uneven last batch, a rank-0-only `barrier` or logging collective). Re-run with \
-`TORCH_DISTRIBUTED_DEBUG=DETAIL` (checks that collectives match across ranks) and, on gloo, \
-replace the suspicious `barrier()` with `dist.monitored_barrier(timeout=...)` to name the rank \
-that never arrives.
-2. Uneven inputs with DDP/FSDP: ranks run different numbers of steps. Use the `Join` context \
-manager (DDP) or make every rank run the same number of iterations.
-3. NCCL specifics: `NCCL_DEBUG=INFO` (and `NCCL_DEBUG_SUBSYS=ALL`) for transport errors; check \
-that each rank uses its own GPU (`torch.cuda.set_device(local_rank)` before \
-`init_process_group`, or `device_id=`), and that the timeout in `init_process_group(timeout=...)` \
-is long enough for the slowest step (checkpoint I/O, first compile).
-4. The flight recorder, which records the last collectives of every rank: with NCCL's \
+First place the hang: at `init_process_group` or the first collective (setup), or later in \
+training (a mismatch). Then go through these in that order and say which applies:
+1. Setup, first when it stops at init or at the first collective across nodes: every rank must \
+reach the same rendezvous endpoint (`MASTER_ADDR`/`MASTER_PORT`, or torchrun's \
+`--rdzv-endpoint host:port`; `--standalone` picks its own port and is single-node only) with the \
+same world size; a firewall between nodes, or the wrong network interface, stalls the first \
+collective: set `NCCL_SOCKET_IFNAME` / `GLOO_SOCKET_IFNAME` to the interface the nodes share and \
+`NCCL_DEBUG=INFO` to see which one NCCL picked. `init_process_group(..., device_id=device)` \
+connects NCCL eagerly, so these errors surface at init instead of the first collective.
+2. Mismatched collectives: one rank skips or reorders a collective (a data-dependent `if`, an \
+uneven last batch, a rank-0-only `barrier` or logging collective); the others wait until the \
+timeout. Re-run with `TORCH_DISTRIBUTED_DEBUG=DETAIL` in the launch environment (it is read at \
+`import torch`; it checks that collectives match across ranks) and, on gloo, replace the \
+suspicious `barrier()` with `dist.monitored_barrier(timeout=...)` to name the rank that never \
+arrives.
+3. Uneven inputs: ranks run different numbers of steps. DDP: the `Join` context manager; FSDP \
+is not `Joinable`: `DistributedSampler` (equal counts per rank) or the same number of iterations.
+4. NCCL specifics: `NCCL_DEBUG=INFO` (and `NCCL_DEBUG_SUBSYS=ALL`) for transport errors; each \
+rank must use its own GPU (`torch.cuda.set_device(local_rank)`: `device_id=` does not call it); \
+the timeout in `init_process_group(timeout=...)` must cover the slowest step (checkpoint I/O, \
+first compile).
+5. The flight recorder, which records the last collectives of every rank: with NCCL's \
 environment-variable recorder set `TORCH_NCCL_TRACE_BUFFER_SIZE` (e.g. 2000) and \
 `TORCH_NCCL_DUMP_ON_TIMEOUT=1`; the flight-recorder tutorial in the references covers the \
 TorchComms `FlightRecorderHook` with the `torch.distributed.debug` server (`search_docs("flight \
 recorder")`). Reproduce, then compare the per-rank dumps to find the first collective where the \
 ranks diverge.
-5. Rendezvous and setup: every rank must reach `init_process_group` with the same \
-`MASTER_ADDR`/`MASTER_PORT` and world size (torchrun sets them); a firewall or a wrong \
-interface (`GLOO_SOCKET_IFNAME`, `NCCL_SOCKET_IFNAME`) stalls the first collective.
 6. Teardown: call `dist.destroy_process_group()` on every rank at the end.
 
 Finish with the exact environment variables and code changes to try, in order."""

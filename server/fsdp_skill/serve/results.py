@@ -5,11 +5,31 @@ Field descriptions end up in each tool's output schema, so they are written for 
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, Field
 
-Kind = Literal["section", "api", "example", "pattern"]
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, NOT_VERIFIED, STATUS_FILTERS, DocumentKind
+
+__all__ = [
+    "Parameter",
+    "Deprecation",
+    "SearchResult",
+    "SearchResponse",
+    "VerificationStatus",
+    "ExampleBrief",
+    "ApiEntryResult",
+    "ReferenceInfo",
+    "ReferenceList",
+    "ReferencePage",
+    "ExampleInfo",
+    "ExampleList",
+    "DoctestStepResult",
+    "ExampleDetail",
+    "PatternInfo",
+    "PatternList",
+    "VerifyResult",
+]
+
+_STATUSES = " | ".join(EXAMPLE_STATUSES)
 
 
 class Parameter(BaseModel):
@@ -26,14 +46,18 @@ class Deprecation(BaseModel):
 
 
 class SearchResult(BaseModel):
-    id: str = Field(description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', or pattern name.")
-    kind: Kind
+    id: str = Field(
+        description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', or pattern name."
+    )
+    kind: DocumentKind
     title: str
     symbol: str | None = Field(description="Qualified API name this result documents, if any.")
     reference: str | None = Field(description="File under references/ (or the pattern's file) holding it.")
     anchor: str | None = Field(description="Anchor in that file; pass it as read_reference(section=...).")
     url: str | None = Field(description="The upstream docs page for it.")
-    snippet: str = Field(description="At most ~400 characters of whole markdown blocks; code blocks are never left open.")
+    snippet: str = Field(
+        description="At most ~400 characters of whole markdown blocks; code blocks are never left open."
+    )
     score: float
     code: str | None = Field(default=None, description="For a section: how its code blocks fared in verification.md, "
                              "e.g. '2 code blocks: 1 passed, 1 checked'; get_example('<file.md#anchor:N>') serves each.")
@@ -48,7 +72,7 @@ class SearchResponse(BaseModel):
 class VerificationStatus(BaseModel):
     backend: str
     world_size: int
-    status: str = Field(description="passed | passed-with-stand-ins | checked | failed | skipped | doc-bug, or 'not verified'.")
+    status: str = Field(description=f"{_STATUSES}, or '{NOT_VERIFIED}'.")
     reason: str | None = None
     seconds: float | None = None
     warnings: list[str] = Field(default_factory=list)
@@ -108,8 +132,7 @@ class ReferencePage(BaseModel):
 
 class ExampleInfo(BaseModel):
     id: str = Field(description="Pass it to get_example for the code, expected output and full verification results.")
-    status: str = Field(description="passed | failed | skipped | doc-bug | not verified (several joined by '/' "
-                                    "when backends disagree).")
+    status: str = Field(description=f"{' | '.join(STATUS_FILTERS)} (several joined by '/' when backends disagree).")
     line: str = Field(description="Ranks and device it runs on; for a non-passing example, why.")
 
 

@@ -8,7 +8,6 @@ imports) imports torch, so the server starts in the time the MCP SDK itself need
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,15 +19,27 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from fsdp_skill import __version__
-from fsdp_skill.core.errors import UserError
-from fsdp_skill.search.index import DocsIndex, open_index
+from fsdp_skill.core.errors import FsdpSkillError
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
+from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
+from fsdp_skill.search.index import DocsIndex, open_index
+from fsdp_skill.serve.app import DocsServer
+from fsdp_skill.serve.http import listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
-    ApiEntryResult, ExampleDetail, ExampleList, PatternDetail, PatternList, ReferenceList, ReferencePage,
-    SearchResponse, VerifyResult,
+    ApiEntryResult,
+    ExampleDetail,
+    ExampleList,
+    PatternDetail,
+    PatternList,
+    ReferenceList,
+    ReferencePage,
+    SearchResponse,
+    VerifyResult,
 )
 from fsdp_skill.serve.tools import EXAMPLE_PAGE, MAX_EXAMPLE_PAGE, MAX_LIMIT, Toolbox
+
+__all__ = ["build_server", "cli_serve"]
 
 T = TypeVar("T")
 
@@ -42,31 +53,41 @@ exact signatures and defaults (short names and aliases like all_reduce, dist.bar
 read_reference for a whole topic or section; list_patterns/get_pattern for runnable scripts. \
 Examples carry their verification status (passed / failed / skipped / doc-bug) on this torch."""
 
-SearchKind = Literal["section", "api", "example", "pattern"]
-ExampleStatus = Literal["passed", "failed", "skipped", "doc-bug", "not verified"]
-
 
 def _answer(call: Callable[[], T]) -> T:
     """Run a tool body; errors the caller can fix become ToolErrors the model reads."""
     try:
         return call()
-    except UserError as exc:
+    except FsdpSkillError as exc:
         raise ToolError(str(exc)) from None
 
 
 def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None) -> MCPServer:
     root = (root or repo_root()).resolve()
     box = Toolbox(index or open_index(root), root)
-    server = MCPServer(
+    server = DocsServer(
         "pytorch-fsdp", title="PyTorch FSDP docs", version=__version__, log_level="WARNING",
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version),
     )
+    _add_reading_tools(server, box)
+    _add_example_tools(server, box)
+    if allow_run:
+        _add_verify_tool(server, box)
+    _add_resources(server, root)
+    _add_prompts(server, box.index.torch_version)
+    return server
+
+
+def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
+    """Search, API entries and the reference files."""
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def search_docs(
-        query: Annotated[str, Field(description="Words, a question or an API name, e.g. 'fully_shard mixed precision'.")],
+        query: Annotated[
+            str, Field(description="Words, a question or an API name, e.g. 'fully_shard mixed precision'.")
+        ],
         limit: Annotated[int, Field(description=f"How many results, 1 to {MAX_LIMIT}.")] = 5,
-        kind: Annotated[SearchKind | None, Field(description="Only this kind of result; omit for all.")] = None,
+        kind: Annotated[DocumentKind | None, Field(description="Only this kind of result; omit for all.")] = None,
     ) -> SearchResponse:
         """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns).
 
@@ -79,7 +100,13 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def get_api(
-        symbol: Annotated[str, Field(description="Qualified or short name or alias: 'torch.distributed.all_reduce', 'all_reduce', 'dist.all_reduce', 'FSDP'.")],
+        symbol: Annotated[
+            str,
+            Field(
+                description="Qualified or short name or alias: 'torch.distributed.all_reduce', 'all_reduce', "
+                            "'dist.all_reduce', 'FSDP'."
+            ),
+        ],
     ) -> ApiEntryResult:
         """The full documentation of one API: signature, parameters, returns, deprecation, notes, examples
         with their verification status, and the upstream URL. An unknown name gives the closest names."""
@@ -88,8 +115,13 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def read_reference(
         name: Annotated[str, Field(description="A file name from list_references, e.g. 'fsdp2.md'.")],
-        section: Annotated[str | None, Field(description="An anchor (from search results) to read only that section and its subsections.")] = None,
-        start_index: Annotated[int, Field(description="Character offset to start from (the previous page's end_index).")] = 0,
+        section: Annotated[
+            str | None,
+            Field(description="An anchor (from search results) to read only that section and its subsections."),
+        ] = None,
+        start_index: Annotated[
+            int, Field(description="Character offset to start from (the previous page's end_index).")
+        ] = 0,
         max_chars: Annotated[int, Field(description="Page size in characters, 200 to 50000.")] = 8000,
     ) -> ReferencePage:
         """Read a reference file (or one section of it) as markdown, a page at a time. The text ends with a
@@ -101,11 +133,21 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         """The reference files: name, title, what each covers, and its size in tokens."""
         return _answer(box.list_references)
 
+
+def _add_example_tools(server: MCPServer, box: Toolbox) -> None:
+    """The documented examples and the runnable patterns (read-only)."""
+
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def list_examples(
-        symbol: Annotated[str | None, Field(description="Only examples of APIs whose name contains this, e.g. 'all_reduce'.")] = None,
-        status: Annotated[ExampleStatus | None, Field(description="Only examples with this verification status.")] = None,
-        start_index: Annotated[int, Field(description="Position to start from (the previous page's next_start_index).")] = 0,
+        symbol: Annotated[
+            str | None, Field(description="Only examples of APIs whose name contains this, e.g. 'all_reduce'.")
+        ] = None,
+        status: Annotated[
+            StatusFilter | None, Field(description="Only examples with this verification status.")
+        ] = None,
+        start_index: Annotated[
+            int, Field(description="Position to start from (the previous page's next_start_index).")
+        ] = 0,
         limit: Annotated[int, Field(description=f"Examples per page, 1 to {MAX_EXAMPLE_PAGE}.")] = EXAMPLE_PAGE,
     ) -> ExampleList:
         """Runnable doctest examples from the API docs, a page at a time: id, verification status on this
@@ -133,22 +175,24 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         """One pattern: its full source, the torchrun command that launches it, and its verification status."""
         return _answer(lambda: box.get_pattern(name))
 
-    if allow_run:
 
-        @server.tool(annotations=RUNS_CODE, structured_output=True)
-        def verify_example(
-            name: Annotated[str, Field(description="Example id from the catalog, e.g. 'torch.distributed.all_reduce#1'.")],
-            backend: Annotated[Literal["gloo", "nccl"], Field(description="gloo runs on CPU; nccl needs one GPU per rank.")] = "gloo",
-            world_size: Annotated[int | None, Field(description="Ranks to start (default: the example's own).")] = None,
-            timeout: Annotated[float, Field(description="Seconds the example may run, 1 to 600.")] = 120.0,
-        ) -> VerifyResult:
-            """Run one documented example across ranks on this machine's torch and report passed / failed /
-            skipped / doc-bug with each rank's output. Only catalog examples can run, never other code."""
-            return _answer(lambda: box.verify_example(name, backend, world_size, timeout))
+def _add_verify_tool(server: MCPServer, box: Toolbox) -> None:
+    """The one tool that runs code (only with --allow-run): a catalog example, never other code."""
 
-    _add_resources(server, root)
-    _add_prompts(server, box.index.torch_version)
-    return server
+    @server.tool(annotations=RUNS_CODE, structured_output=True)
+    def verify_example(
+        name: Annotated[
+            str, Field(description="Example id from the catalog, e.g. 'torch.distributed.all_reduce#1'.")
+        ],
+        backend: Annotated[
+            Literal["gloo", "nccl"], Field(description="gloo runs on CPU; nccl needs one GPU per rank.")
+        ] = "gloo",
+        world_size: Annotated[int | None, Field(description="Ranks to start (default: the example's own).")] = None,
+        timeout: Annotated[float, Field(description="Seconds the example may run, 1 to 600.")] = 120.0,
+    ) -> VerifyResult:
+        """Run one documented example across ranks on this machine's torch and report passed / failed /
+        skipped / doc-bug with each rank's output. Only catalog examples can run, never other code."""
+        return _answer(lambda: box.verify_example(name, backend, world_size, timeout))
 
 
 def _add_resources(server: MCPServer, root: Path) -> None:
@@ -158,12 +202,17 @@ def _add_resources(server: MCPServer, root: Path) -> None:
                 return path.read_text(encoding="utf-8")
             except OSError as exc:
                 raise ResourceError(f"{path.name} cannot be read ({exc.strerror}): {rebuild_hint(root)}") from None
+
         return read
 
     skill = root / "SKILL.md"
     if skill.is_file():
-        server.resource("fsdp-skill://SKILL.md", name="SKILL.md", mime_type="text/markdown",
-                        description="The skill's guide: when to use FSDP2/FSDP1/DDP, the core recipe, pitfalls.")(reader(skill))
+        server.resource(
+            "fsdp-skill://SKILL.md",
+            name="SKILL.md",
+            mime_type="text/markdown",
+            description="The skill's guide: when to use FSDP2/FSDP1/DDP, the core recipe, pitfalls.",
+        )(reader(skill))
     refs = references_dir(root)
     for path in sorted(refs.glob("*.md")) if refs.is_dir() else []:
         server.resource(f"fsdp-skill://references/{path.name}", name=path.name, mime_type="text/markdown",
@@ -173,34 +222,33 @@ def _add_resources(server: MCPServer, root: Path) -> None:
 def _add_prompts(server: MCPServer, torch_version: str) -> None:
     @server.prompt(name="migrate-fsdp1-to-fsdp2", title="Migrate FSDP1 code to FSDP2",
                    description="Rewrite FullyShardedDataParallel code with fully_shard, argument by argument.")
-    def migrate(code: str = "") -> str:
+    def migrate(
+        code: Annotated[str, Field(description="The FSDP1 code to migrate: the FullyShardedDataParallel wrapping, "
+                                               "training step and checkpoint code. Omit it to be asked for it.")] = "",
+    ) -> str:
         return migrate_prompt(code, torch_version)
 
     @server.prompt(name="debug-distributed-hang", title="Debug a distributed hang",
                    description="A checklist to find why a torch.distributed job hangs or times out.")
-    def debug_hang(symptom: str = "", backend: str = "") -> str:
+    def debug_hang(
+        symptom: Annotated[str, Field(description="What the job does when it hangs: the call it stops in, how many "
+                                                  "ranks and nodes, any timeout message.")] = "",
+        backend: Annotated[str, Field(description="The process group backend: 'nccl' (GPUs) or 'gloo' (CPU).")] = "",
+    ) -> str:
         return hang_prompt(symptom, backend, torch_version)
-
-
-def _check_port_free(host: str, port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise UserError(f"--port must be between 1 and 65535, got {port}")
-    try:
-        with socket.create_server((host, port)):
-            pass
-    except OSError as exc:
-        raise UserError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port") from None
 
 
 def cli_serve(args: argparse.Namespace) -> int:
     server = build_server(allow_run=args.allow_run)
     if args.http:
-        _check_port_free(args.host, args.port)
+        sock = listen(args.host, args.port)
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             print(f"fsdp-skill serve: warning: listening on {args.host}, not loopback; there is no authentication",
                   file=sys.stderr)
-        print(f"fsdp-skill serve: streamable HTTP on http://{args.host}:{args.port}/mcp", file=sys.stderr, flush=True)
-        server.run("streamable-http", host=args.host, port=args.port)
+        port = sock.getsockname()[1]  # the one picked for --port 0
+        shown = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+        serve_http(server, sock, args.host)
     else:
         if sys.stdin.isatty():
             # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.

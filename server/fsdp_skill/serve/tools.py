@@ -10,25 +10,41 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
+from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
+from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
-from fsdp_skill.serve.results import (
-    ApiEntryResult, DoctestStepResult, ExampleBrief, ExampleDetail, ExampleInfo, ExampleList, PatternDetail,
-    PatternInfo, PatternList, ReferenceInfo, ReferenceList, ReferencePage, SearchResponse, SearchResult, VerifyResult,
-)
-from fsdp_skill.search.ranking import KINDS, search
+from fsdp_skill.search.ranking import search
 from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve.page_code import PageCodeCatalog, is_page_code_id, section_code_summary
-from fsdp_skill.serve.results import VerificationStatus
-from fsdp_skill.serve.verification import NOT_VERIFIED, VerificationReport, run_verification, summarize
+from fsdp_skill.serve.results import (
+    ApiEntryResult,
+    DoctestStepResult,
+    ExampleBrief,
+    ExampleDetail,
+    ExampleInfo,
+    ExampleList,
+    PatternDetail,
+    PatternInfo,
+    PatternList,
+    ReferenceInfo,
+    ReferenceList,
+    ReferencePage,
+    SearchResponse,
+    SearchResult,
+    VerificationStatus,
+    VerifyResult,
+)
+from fsdp_skill.serve.verification import VerificationReport, run_verification, summarize
+
+__all__ = ["ToolInputError", "Toolbox"]
 
 MAX_LIMIT = 50
 MIN_PAGE, MAX_PAGE = 200, 50_000
 MAX_WORLD_SIZE = 8
 # list_examples pages: the full listing runs to thousands of tokens, more than a model needs at once.
 EXAMPLE_PAGE, MAX_EXAMPLE_PAGE = 25, 200
-EXAMPLE_STATUSES = ("passed", "passed-with-stand-ins", "checked", "failed", "skipped", "doc-bug", NOT_VERIFIED)
 MAX_VERIFY_TIMEOUT = 600.0
 
 
@@ -37,6 +53,8 @@ class ToolInputError(UserError):
 
 
 def _closest(word: str, candidates: list[str], n: int = 8) -> list[str]:
+    if len(word) > QUOTE_LIMIT:  # no name is that long; and difflib's cost grows with the word's length
+        return []
     lowered = {c.lower(): c for c in candidates}
     return [lowered[m] for m in difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=0.5)]
 
@@ -83,8 +101,10 @@ class Toolbox:
     def search_docs(self, query: str, limit: int = 5, kind: str | None = None) -> SearchResponse:
         if not 1 <= limit <= MAX_LIMIT:
             raise ToolInputError(f"limit must be between 1 and {MAX_LIMIT}, got {limit}: pass e.g. limit=5")
-        if kind is not None and kind not in KINDS:
-            raise ToolInputError(f"unknown kind {kind!r}: pass one of {', '.join(KINDS)}, or omit it to search all")
+        if kind is not None and kind not in DOCUMENT_KINDS:
+            raise ToolInputError(
+                f"unknown kind {quote(kind)}: pass one of {', '.join(DOCUMENT_KINDS)}, or omit it to search all"
+            )
         try:
             hits = search(self.index, query, limit=limit, kind=kind)
         except QueryError as exc:
@@ -117,7 +137,7 @@ class Toolbox:
         qualified = closest_api_names(cleaned, self.index.all_names())
         hint = f" Closest names: {', '.join(qualified)}." if qualified else ""
         raise ToolInputError(
-            f"no API entry named {symbol!r} in the torch {self.index.torch_version} docs.{hint} "
+            f"no API entry named {quote(symbol)} in the torch {self.index.torch_version} docs.{hint} "
             "Search for it by description (search_docs, or `fsdp-skill search`)."
         )
 
@@ -125,7 +145,7 @@ class Toolbox:
         qualified, others = self.resolve_symbol(symbol)
         entry = self.index.payload("api", qualified)
         if entry is None:  # an alias of a module with no entry of its own (e.g. DCP)
-            raise ToolInputError(f"{symbol!r} means {qualified}, which has no API entry of its own: "
+            raise ToolInputError(f"{quote(symbol)} means {qualified}, which has no API entry of its own: "
                                  f"call search_docs({qualified!r}) for its pages")
         examples = [
             ExampleBrief(id=ex["id"], code=ex["code"], world_size=ex["world_size"],
@@ -162,14 +182,16 @@ class Toolbox:
         valid = self.reference_names()
         listing = ", ".join(valid) or f"(none: {rebuild_hint(self.root)})"
         if "\0" in name or "/" in name or "\\" in name or name.startswith(".") or Path(name).is_absolute():
-            raise ToolInputError(f"{name!r} is not a reference name: pass a bare file name from list_references, "
+            raise ToolInputError(f"{quote(name)} is not a reference name: pass a bare file name from list_references, "
                                  f"one of: {listing}")
         candidate = name if name.endswith(".md") else f"{name}.md"
         if candidate not in valid:
-            raise ToolInputError(f"unknown reference {name!r}: pass one of: {listing}")
+            raise ToolInputError(f"unknown reference {quote(name)}: pass one of: {listing}")
         path = (self.references_dir / candidate).resolve()
         if not path.is_relative_to(self.references_dir.resolve()) or not path.is_file():
-            raise ToolInputError(f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}")
+            raise ToolInputError(
+                f"reference {candidate!r} is listed but its file is missing: {rebuild_hint(self.root)}"
+            )
         return path
 
     def _section_text(self, reference: str, text: str, section: str) -> tuple[str, str]:
@@ -182,8 +204,10 @@ class Toolbox:
         if position is None:
             close = _closest(wanted, [a["anchor"] for a in anchors], n=6)
             hint = f" Closest anchors: {', '.join(close)}." if close else ""
-            raise ToolInputError(f"no section {section!r} in {reference}.{hint} Call read_reference({reference!r}) "
-                                 "without section to read its table of contents.")
+            raise ToolInputError(
+                f"no section {quote(section)} in {reference}.{hint} Call read_reference({reference!r}) "
+                "without section to read its table of contents."
+            )
         here = anchors[position]
         following = [a for a in anchors[position + 1 :] if a["level"] <= here["level"]]
         lines = text.splitlines(keepends=True)
@@ -235,11 +259,15 @@ class Toolbox:
     def list_examples(self, symbol: str | None = None, status: str | None = None, start_index: int = 0,
                       limit: int = EXAMPLE_PAGE) -> ExampleList:
         if not 1 <= limit <= MAX_EXAMPLE_PAGE:
-            raise ToolInputError(f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}")
+            raise ToolInputError(
+                f"limit must be between 1 and {MAX_EXAMPLE_PAGE}, got {limit}: pass e.g. limit={EXAMPLE_PAGE}"
+            )
         if start_index < 0:
             raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
-        if status is not None and status not in EXAMPLE_STATUSES:
-            raise ToolInputError(f"unknown status {status!r}: pass one of {', '.join(EXAMPLE_STATUSES)}, or omit it")
+        if status is not None and status not in STATUS_FILTERS:
+            raise ToolInputError(
+                f"unknown status {quote(status)}: pass one of {', '.join(STATUS_FILTERS)}, or omit it"
+            )
         payloads = self.index.payloads("example")
         if symbol and symbol.strip():
             needle = resolve_prefix(symbol.strip()).lower()
@@ -249,15 +277,21 @@ class Toolbox:
             rows = [(p, statuses) for p, statuses in rows if status in _status_words(statuses)]
         total = len(rows)
         if start_index and start_index >= total:
-            raise ToolInputError(f"start_index {start_index} is past the end ({total} examples match): start below {total}")
+            raise ToolInputError(
+                f"start_index {start_index} is past the end ({total} examples match): start below {total}"
+            )
         page = rows[start_index : start_index + limit]
         end = start_index + len(page)
         infos = [ExampleInfo(id=p["id"], status="/".join(_status_words(statuses)), line=_example_line(p, statuses))
                  for p, statuses in page]
-        filters = "".join(f", {name}={value!r}" for name, value in (("symbol", symbol), ("status", status)) if value)
+        filters = "".join(
+            f", {name}={quote(value)}" for name, value in (("symbol", symbol), ("status", status)) if value
+        )
         if end < total:
-            note = (f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
-                    "get_example(id) gives the code and verification details.]")
+            note = (
+                f"[examples {start_index + 1}-{end} of {total}. Next page: list_examples(start_index={end}{filters}). "
+                "get_example(id) gives the code and verification details.]"
+            )
         elif total:
             note = f"[examples {start_index + 1}-{end} of {total}: the last page. get_example(id) gives the code.]"
         else:
@@ -272,7 +306,7 @@ class Toolbox:
         if example is None:
             close = _closest(name, self.index.ids("example"), n=6)
             hint = f" Closest ids: {', '.join(close)}." if close else ""
-            raise ToolInputError(f"no example {name!r}.{hint} Ids look like 'torch.distributed.all_reduce#1'; "
+            raise ToolInputError(f"no example {quote(name)}.{hint} Ids look like 'torch.distributed.all_reduce#1'; "
                                  "list_examples(symbol=...) lists them.")
         symbol_entry = self.index.payload("api", example["symbol"]) or {}
         statuses = self.report.statuses(example["id"])
@@ -281,7 +315,7 @@ class Toolbox:
             url=symbol_entry.get("url"), code=example["code"],
             steps=[DoctestStepResult(source=s["source"], expected=s.get("expected"),
                                      expected_by_rank={int(k): v for k, v in (s.get("expected_by_rank") or {}).items()})
-                   for s in example["steps"]],
+                   for s in _fold_comment_steps(example["steps"])],
             world_size=example["world_size"], device=example["device"], requires=example["requires"],
             skip=example.get("skip"), status=summarize(statuses), verification=statuses,
             torch_version=self.index.torch_version,
@@ -306,15 +340,27 @@ class Toolbox:
     def list_patterns(self) -> PatternList:
         return PatternList(patterns=[PatternInfo(**p) for p in self.index.payloads("pattern")])
 
+    def _pattern(self, name: str) -> dict | None:
+        """The pattern named `name`, or whose file is `name` (SKILL.md links the files): 'fsdp2-training',
+        'fsdp2_training', 'fsdp2_training.py' and 'assets/patterns/fsdp2_training.py' are one pattern."""
+        wanted = _pattern_key(name)
+        for pattern in self.index.payloads("pattern"):
+            if wanted in (_pattern_key(pattern["name"]), _pattern_key(Path(pattern["file"]).stem)):
+                return pattern
+        return None
+
     def get_pattern(self, name: str) -> PatternDetail:
-        pattern = self.index.payload("pattern", name.strip())
+        pattern = self._pattern(name)
         if pattern is None:
-            names = self.index.ids("pattern")
+            names = sorted(self.index.ids("pattern"))
             listing = ", ".join(names) if names else "(none yet)"
-            raise ToolInputError(f"no pattern {name!r}: pass one of: {listing}")
+            raise ToolInputError(f"no pattern {quote(name)}: pass one of: {listing} (a file name such as "
+                                 "fsdp2_training.py works too)")
         path = (self.root / pattern["file"]).resolve()
         if not path.is_relative_to(self.root) or not path.is_file():
-            raise ToolInputError(f"pattern {name!r} is in the catalog but {pattern['file']} is missing from this checkout")
+            raise ToolInputError(
+                f"pattern {quote(name)} is in the catalog but {pattern['file']} is missing from this checkout"
+            )
         # The runner names pattern rows `pattern:<name>` (fsdp_skill.verify.catalog_patterns.PATTERN_PREFIX).
         statuses = self.report.statuses("pattern:" + pattern["name"])
         return PatternDetail(**pattern, source=path.read_text(encoding="utf-8"), status=summarize(statuses),
@@ -330,7 +376,7 @@ class Toolbox:
             # Page code runs at the page's own world size (its launcher decides); world_size is not applied to it.
             example = {"id": detail.id, "world_size": detail.world_size}
         if backend not in ("gloo", "nccl"):
-            raise ToolInputError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
+            raise ToolInputError(f"backend must be 'gloo' or 'nccl', got {quote(backend)}")
         size = world_size if world_size is not None else example["world_size"]
         if not 1 <= size <= MAX_WORLD_SIZE:
             raise ToolInputError(f"world_size must be between 1 and {MAX_WORLD_SIZE}, got {size}")
@@ -346,16 +392,49 @@ def _status_words(statuses: list[VerificationStatus]) -> list[str]:
 
 
 def _example_line(example: dict, statuses: list[VerificationStatus]) -> str:
-    """One line: '2 ranks, cpu' (+ 'needs cuda') (+ why it did not pass, shortened)."""
+    """One line: '2 ranks, cpu' (+ 'needs cuda') (+ why it did not pass, shortened). An example that
+    passed somewhere does not 'need' what it was written for: it says where it passed instead."""
     ranks = example["world_size"]
-    line = f"{ranks} rank{'s' if ranks != 1 else ''}, {example['device']}"
+    plural = "s" if ranks != 1 else ""
+    passed_on = list(dict.fromkeys(s.backend for s in statuses if s.status == "passed"))
+    wants = [r for r in example.get("requires") or [] if r != example["device"]]
+    if passed_on and (example["device"] != "cpu" or wants):
+        written_for = ", ".join([example["device"], *wants])
+        return f"{ranks} rank{plural}, written for {written_for}: passed on {' and '.join(passed_on)}"
+    line = f"{ranks} rank{plural}, {example['device']}"
     if example.get("requires"):
         line += f", needs {', '.join(example['requires'])}"
     reason = next((s.reason for s in statuses if s.status != "passed" and s.reason), None)
     if reason:
-        reason = " ".join(reason.split())
-        line += ": " + (reason if len(reason) <= 90 else reason[:89].rstrip() + "…")
+        line += ": " + clip(reason, 90)
     return line
+
+
+def _pattern_key(name: str) -> str:
+    """A pattern name or file path reduced to what tells patterns apart: 'assets/patterns/Fsdp2_Training.py' ->
+    'fsdp2-training'."""
+    stem = name.strip().replace("\\", "/").rsplit("/", 1)[-1].removesuffix(".py")
+    return stem.lower().replace("_", "-")
+
+
+def _fold_comment_steps(steps: list[dict]) -> list[dict]:
+    """Steps whose source is only comments (a doctest `>>> # ...` line) joined to the step they introduce."""
+    folded: list[dict] = []
+    pending = ""
+    for step in steps:
+        lines = step["source"].splitlines()
+        only_comments = all(ln.lstrip().startswith("#") or not ln.strip() for ln in lines)
+        if only_comments and not step.get("expected") and not step.get("expected_by_rank"):
+            pending += step["source"].rstrip("\n") + "\n"
+            continue
+        folded.append({**step, "source": pending + step["source"]} if pending else step)
+        pending = ""
+    if pending:  # comments after the last statement: keep them on it
+        if folded:
+            folded[-1] = {**folded[-1], "source": folded[-1]["source"].rstrip("\n") + "\n" + pending}
+        else:
+            folded.append({"source": pending})
+    return folded
 
 
 def _closing_fence(opening: str) -> str:

@@ -17,9 +17,10 @@ import threading
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.quoting import clip
+from fsdp_skill.core.vocabulary import NOT_VERIFIED
 from fsdp_skill.serve.results import VerificationStatus
 
-NOT_VERIFIED = "not verified"
 # Seconds the runner gets beyond the per-example timeout to spawn ranks and write its report.
 STARTUP_GRACE_S = 60.0
 # The runner's entry point (`python -m RUNNER_MODULE --id … --json PATH`); tests point it at a stand-in.
@@ -83,12 +84,14 @@ def summarize(statuses: list[VerificationStatus]) -> str:
     for s in statuses:
         detail = f"{s.backend}, {s.world_size} rank{'s' if s.world_size != 1 else ''}"
         if s.status != "passed" and s.reason:
-            detail += f": {s.reason[:80]}"
+            detail += f": {clip(s.reason, 80)}"
         parts.append(f"{s.status} ({detail})")
     return "; ".join(parts)
 
 
-def run_verification(name: str, backend: str, world_size: int, timeout: float, root: Path) -> tuple[list[VerificationStatus], str]:
+def run_verification(
+    name: str, backend: str, world_size: int, timeout: float, root: Path
+) -> tuple[list[VerificationStatus], str]:
     """Run one catalog example through the runner in a subprocess; (results, output tail)."""
     with tempfile.TemporaryDirectory(prefix="fsdp-skill-verify-") as tmp:
         report = Path(tmp) / "result.json"
@@ -111,7 +114,9 @@ def run_verification(name: str, backend: str, world_size: int, timeout: float, r
             ) from None
         tail = "\n".join(output.strip().splitlines()[-20:])
         if not report.is_file():
-            raise UserError(f"the runner exited with code {proc.returncode} without a report for {name!r}: {tail[-500:]}")
+            raise UserError(
+                f"the runner exited with code {proc.returncode} without a report for {name!r}: {tail[-500:]}"
+            )
         results = parse_report(report.read_text(encoding="utf-8")).get(name, [])
         if not results:
             raise UserError(f"the runner's report has no result for {name!r}: {tail[-500:]}")

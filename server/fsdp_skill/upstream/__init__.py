@@ -3,3 +3,6 @@ snapshot folder, and the atomic update of the committed cache under upstream/ wi
 
 Imports: `core` only.
 """
+
+# The public face: the modules other stages may import (tests/test_layers.py holds them to it).
+__all__ = ["fetch", "sources"]

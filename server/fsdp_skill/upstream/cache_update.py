@@ -10,14 +10,28 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
 from fsdp_skill.core.paths import upstream_dir
+from fsdp_skill.core.scratch import leftovers, make_scratch_dir, remove_leftovers
 from fsdp_skill.upstream.sources import MANIFEST_NAME, ManifestEntry, dump_manifest
+
+NEW_PREFIX, OLD_PREFIX = ".upstream-new-", ".upstream-old-"
+
+
+def _finish_interrupted_swap(upstream: Path) -> None:
+    """A fetch killed between moving upstream/ aside and moving the new cache in left no upstream/:
+    put the previous cache back from `.upstream-old-*` before anything removes it."""
+    if not upstream.exists():
+        for old in reversed(leftovers(upstream.parent, OLD_PREFIX)):
+            if (old / "upstream").is_dir():
+                os.replace(old / "upstream", upstream)
+                break
+    if upstream.exists():  # the swap finished (or was undone): what is left aside is garbage now
+        remove_leftovers(upstream.parent, OLD_PREFIX)
 
 
 @dataclass
@@ -29,6 +43,10 @@ class CacheUpdate:
     unchanged: int = 0
     refs: dict[str, str] = field(default_factory=dict)
     commits: dict[str, str | None] = field(default_factory=dict)
+    changed: list[str] = field(default_factory=list)  # '<dir>/<path>' whose bytes are new or differ
+    removed: list[str] = field(default_factory=list)  # '<dir>/<path>' the cache had and no longer has
+    unchecked: dict[str, str] = field(default_factory=dict)  # repo -> why its tree could not be checked
+    source: str | None = None  # the mirror the files came from, when not GitHub
 
 
 class CacheStage:
@@ -38,8 +56,10 @@ class CacheStage:
         self.upstream = upstream_dir(root)
         self._entries: dict[str, list[ManifestEntry]] = defaultdict(list)
         self.upstream.parent.mkdir(parents=True, exist_ok=True)
-        # Same parent folder as upstream/, so the final os.replace is a rename on one filesystem.
-        self.path = Path(tempfile.mkdtemp(prefix=".upstream-new-", dir=self.upstream.parent))
+        _finish_interrupted_swap(self.upstream)
+        # Same parent folder as upstream/, so the final os.replace is a rename on one filesystem;
+        # `.upstream-new-<pid>-*` left by a killed fetch is removed here.
+        self.path = make_scratch_dir(self.upstream.parent, NEW_PREFIX)
         self._committed = False
 
     def __enter__(self) -> CacheStage:
@@ -68,7 +88,7 @@ class CacheStage:
             self.write(f"{repo_dir}/{MANIFEST_NAME}", dump_manifest(entries).encode("utf-8"))
         old: Path | None = None
         if self.upstream.exists():
-            old = Path(tempfile.mkdtemp(prefix=".upstream-old-", dir=self.upstream.parent))
+            old = make_scratch_dir(self.upstream.parent, OLD_PREFIX)
             os.replace(self.upstream, old / "upstream")
         try:
             os.replace(self.path, self.upstream)

@@ -10,6 +10,14 @@ Each file comes from https://raw.githubusercontent.com/<repo>/<ref>/<path>. Whic
 The commit each ref points at is looked up once per repository through the GitHub API and recorded
 in the manifest; that lookup is best effort (rate limits, no network) and records null on failure.
 
+Mirrors: `--base-url URL` (or FSDP_SKILL_UPSTREAM_URL) serves the raw files as URL/<repo>/<ref>/<path>
+instead of raw.githubusercontent.com, and `--api-url URL` (or FSDP_SKILL_GITHUB_API) replaces
+api.github.com; the manifest still records the canonical GitHub URLs, so provenance does not depend
+on where the bytes came from. When a repository's commit is known, its tree (GitHub's trees API)
+gives every file's git blob hash: a download that does not hash to it (a body cut short, however
+the server set Content-Length) is refused before anything is written. That check is skipped, and
+the summary says so, when the tree cannot be had (rate limit, a mirror without the API).
+
 Requests time out after --timeout seconds and are retried --retries times with exponential backoff
 on connection errors, timeouts, HTTP 429 and 5xx (never on other 4xx, which will not change). A file
 whose manifest entry has an ETag for the same URL is requested with If-None-Match; a 304 keeps the
@@ -20,7 +28,8 @@ failure leaves upstream/ untouched and surfaces as one NetworkError line naming 
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
+import hashlib
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -29,9 +38,10 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
 from fsdp_skill.core.errors import NetworkError, UserError
 from fsdp_skill.core.paths import writable_root
+from fsdp_skill.core.torch_version import installed_torch_version
+from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
 from fsdp_skill.upstream.sources import (
     Declaration,
     DeclaredSource,
@@ -48,7 +58,11 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 USER_AGENT = "pytorch-fsdp-skill (fsdp-skill fetch)"
-COMMIT_API = "https://api.github.com/repos/{repo}/commits/{ref}"
+RAW_BASE, API_BASE = "https://raw.githubusercontent.com", "https://api.github.com"
+RAW_BASE_ENV, API_BASE_ENV = "FSDP_SKILL_UPSTREAM_URL", "FSDP_SKILL_GITHUB_API"
+COMMIT_API = "{api}/repos/{repo}/commits/{ref}"
+TREE_API = "{api}/repos/{repo}/git/trees/{commit}?recursive=1"
+README_START, README_END = "<!-- fsdp-skill fetch: start -->", "<!-- fsdp-skill fetch: end -->"
 BACKOFF_BASE_S = 0.5
 BACKOFF_MAX_S = 10.0
 _RELEASE = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\+[0-9A-Za-z.]+)?")
@@ -59,14 +73,6 @@ Sleep = Callable[[float], None]
 
 
 # --- which ref ------------------------------------------------------------------------------------
-
-
-def installed_torch_version() -> str | None:
-    """The installed torch's version string, read from its metadata (torch is not imported)."""
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 def torch_tag(version: str) -> str:
@@ -182,13 +188,45 @@ def get_with_retries(
     )
 
 
-def resolve_commit(client: httpx.Client, repo: str, ref: str) -> str | None:
+def base_urls(base_url: str | None, api_url: str | None) -> tuple[str, str]:
+    """(raw-file base, API base): the flags, else the environment variables, else GitHub's."""
+    chosen = []
+    for value, env, default, flag in ((base_url, RAW_BASE_ENV, RAW_BASE, "--base-url"),
+                                      (api_url, API_BASE_ENV, API_BASE, "--api-url")):
+        url = (value or os.environ.get(env) or default).rstrip("/")
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+            raise UserError(f"{flag} (or {env}) must be an http:// or https:// URL, got {url[:200]!r}")
+        chosen.append(url)
+    return chosen[0], chosen[1]
+
+
+def git_blob_sha(data: bytes) -> str:
+    """The id git gives these bytes as a file (what GitHub's tree API lists for each path)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+
+
+def upstream_tree(client: httpx.Client, api: str, repo: str, commit: str) -> tuple[dict[str, tuple[str, int]], str]:
+    """({path: (blob sha, size)} of the tree at commit, '') or ({}, why it could not be had)."""
+    try:
+        response = client.get(TREE_API.format(api=api, repo=repo, commit=commit))
+    except httpx.HTTPError as exc:
+        return {}, f"{type(exc).__name__}"
+    if response.status_code != 200:
+        return {}, f"HTTP {response.status_code}"
+    try:
+        entries = response.json()["tree"]
+        return {e["path"]: (e["sha"], int(e.get("size") or 0)) for e in entries if e.get("type") == "blob"}, ""
+    except (ValueError, KeyError, TypeError):
+        return {}, "an unreadable answer"
+
+
+def resolve_commit(client: httpx.Client, repo: str, ref: str, api: str = API_BASE) -> str | None:
     """The commit `ref` points at, via one GitHub API call; None when it cannot be had cheaply."""
     if _SHA.fullmatch(ref):
         return ref
     try:
         response = client.get(
-            COMMIT_API.format(repo=repo, ref=ref), headers={"Accept": "application/vnd.github.sha"}
+            COMMIT_API.format(api=api, repo=repo, ref=ref), headers={"Accept": "application/vnd.github.sha"}
         )
     except httpx.HTTPError:
         return None
@@ -221,17 +259,69 @@ def _cached_copy(root: Path | None, source: DeclaredSource, entry: ManifestEntry
     return data if sha256_hex(data) == entry.sha256 else None
 
 
-def _readme(refs: dict[str, str], commits: dict[str, str | None]) -> bytes:
-    lines = [
-        "# Upstream documentation sources (cache)",
-        "",
-        "Written by `fsdp-skill fetch` from the files declared in `assets/sources.toml`; do not edit by hand.",
+def _readme(current: str | None, refs: dict[str, str], commits: dict[str, str | None]) -> bytes:
+    """upstream/README.md with its fetch block (between the markers) rewritten and every other line kept."""
+    block = [
+        README_START,
+        "Last written by `fsdp-skill fetch` from the files declared in `assets/sources.toml`.",
         "Each `<dir>/MANIFEST.json` lists every file's url, ref, commit, sha256, ETag and licence.",
         "",
+        *(f"- {name} at `{refs[name]}` (commit {commits.get(name) or 'not resolved'})" for name in sorted(refs)),
+        README_END,
     ]
-    for name in sorted(refs):
-        lines.append(f"- {name} at `{refs[name]}` (commit {commits.get(name) or 'not resolved'})")
-    return ("\n".join(lines) + "\n").encode("utf-8")
+    if current is None:
+        return ("\n".join(["# Upstream documentation sources (cache)", "", *block]) + "\n").encode("utf-8")
+    before, start, rest = current.partition(README_START)
+    after = rest.partition(README_END)[2] if start else ""
+    kept = before.rstrip("\n") + "\n\n" + "\n".join(block) + "\n" + after.lstrip("\n")
+    return kept.encode("utf-8")
+
+
+def _check_against_tree(url: str, data: bytes, tree: dict[str, tuple[str, int]], path: str, commit: str) -> None:
+    """Refuse a download that is not the file the upstream tree lists (cut short, altered)."""
+    if path not in tree:
+        return
+    blob, size = tree[path]
+    if git_blob_sha(data) != blob:
+        raise NetworkError(
+            f"{url}: arrived as {len(data)} bytes that do not hash to the upstream file at {commit[:12]} "
+            f"({size} bytes, git blob {blob[:12]}): the download was cut short or altered (or the branch "
+            "moved on); fetch again; upstream/ is unchanged"
+        )
+
+
+def _upstream_trees(
+    client: httpx.Client, api: str, commits: dict[str, str | None], unchecked: dict[str, str]
+) -> dict[str, dict[str, tuple[str, int]]]:
+    """Each repository's file listing at its commit (path -> git blob, size), to check downloads against;
+    a repository whose listing cannot be had is recorded in `unchecked` with the reason."""
+    trees: dict[str, dict[str, tuple[str, int]]] = {}
+    for name, commit in sorted(commits.items()):
+        trees[name], why = upstream_tree(client, api, name, commit) if commit else ({}, "no commit")
+        if why:
+            unchecked[name] = why
+    return trees
+
+
+def _download(
+    client: httpx.Client,
+    url: str,
+    fetched_from: str,
+    old: ManifestEntry | None,
+    cached: bytes | None,
+    retries: int,
+    sleep: Sleep,
+    ref_hint: str,
+) -> tuple[bytes, str | None]:
+    """(the file's bytes, its ETag): asked for with the cached copy's ETag, so an unchanged file answers 304
+    and the cached bytes (the very object passed in) come back."""
+    headers = {"If-None-Match": old.etag} if cached is not None and old and old.etag else None
+    response = get_with_retries(client, fetched_from, headers=headers, retries=retries, sleep=sleep, ref_hint=ref_hint)
+    if response.status_code == 304 and cached is not None:
+        return cached, old.etag if old else None
+    if response.status_code == 304:
+        raise NetworkError(f"{url}: HTTP 304 to an unconditional request; retry, {_OFFLINE_HINT}")
+    return response.content, response.headers.get("etag")
 
 
 def fetch_sources(
@@ -244,11 +334,13 @@ def fetch_sources(
     sleep: Sleep = time.sleep,
     resolve_commits: bool = True,
     show_progress: bool = True,
+    base_url: str | None = None,
+    api_url: str | None = None,
 ) -> CacheUpdate:
     """Download every declared file into the cache under `root`, or change nothing and raise.
 
     `refs` overrides the ref per repository (see `resolve_refs`); `transport` replaces the network
-    (httpx.MockTransport in tests); `sleep` is how retries wait.
+    (httpx.MockTransport in tests); `sleep` is how retries wait; `base_url`/`api_url` name a mirror.
     """
     if timeout <= 0 or retries < 0:
         raise UserError("--timeout must be positive and --retries zero or more")
@@ -256,49 +348,75 @@ def fetch_sources(
     overrides = refs or {}
     needs_torch = any(r.pinned_to_torch and n not in overrides for n, r in declaration.repos.items())
     refs = resolve_refs(declaration, overrides, installed_torch_version() if needs_torch else None)
+    raw_base, api = base_urls(base_url, api_url)
     previous = _previous_entries(root, declaration)
     unchanged = 0
+    changed: list[str] = []
+    unchecked: dict[str, str] = {}
     with open_client(timeout, transport) as client, CacheStage(root) as stage, _progress(show_progress) as bar:
-        commits = {name: resolve_commit(client, name, ref) if resolve_commits else None for name, ref in refs.items()}
+        commits = {
+            name: resolve_commit(client, name, ref, api) if resolve_commits else None for name, ref in refs.items()
+        }
+        trees = _upstream_trees(client, api, commits, unchecked)
         task = bar.add_task("fetching", total=len(declaration.sources))
         for source in declaration.sources:
             ref = refs[source.repo]
-            url = raw_url(source.repo, ref, source.path)
+            url = raw_url(source.repo, ref, source.path)  # the canonical URL the manifest records
+            fetched_from = raw_base + url.removeprefix(RAW_BASE)
             bar.update(task, description=source.path)
             old = previous[source.repo].get(source.path)
             cached = _cached_copy(root, source, old, url)
-            headers = {"If-None-Match": old.etag} if cached is not None and old and old.etag else None
-            response = get_with_retries(
-                client, url, headers=headers, retries=retries, sleep=sleep, ref_hint=f"{source.repo}@{ref}"
-            )
-            if response.status_code == 304 and cached is not None:
-                data, etag = cached, old.etag if old else None
-                unchanged += 1
-            elif response.status_code == 304:
-                raise NetworkError(f"{url}: HTTP 304 to an unconditional request; retry, {_OFFLINE_HINT}")
-            else:
-                data, etag = response.content, response.headers.get("etag")
-            try:
-                chars = len(data.decode("utf-8"))
-            except UnicodeDecodeError:
-                raise NetworkError(f"{url}: the download is not UTF-8 text; check the URL or pass --ref REF") from None
-            entry = ManifestEntry(
-                path=source.path, repo=source.repo, ref=ref, commit=commits[source.repo], url=url,
-                chars=chars, sha256=sha256_hex(data), etag=etag, licence=source.licence, note=None,
-            )  # fmt: skip
-            stage.add(source.dir, entry, data)
+            data, etag = _download(client, url, fetched_from, old, cached, retries, sleep, f"{source.repo}@{ref}")
+            unchanged += cached is not None and data is cached
+            commit = commits[source.repo]
+            if commit:
+                _check_against_tree(fetched_from, data, trees[source.repo], source.path, commit)
+            if old is None or old.sha256 != sha256_hex(data):
+                changed.append(f"{source.dir}/{source.path}")
+            stage.add(source.dir, _manifest_entry(source, ref, commit, url, fetched_from, data, etag), data)
             bar.advance(task)
-        stage.write("README.md", _readme(refs, commits))
+        readme = stage.upstream / "README.md"
+        previous_readme = readme.read_text(encoding="utf-8") if readme.is_file() else None
+        stage.write("README.md", _readme(previous_readme, refs, commits))
         stage.commit()
     return CacheUpdate(
-        upstream=stage.upstream, files=len(declaration.sources), unchanged=unchanged, refs=refs, commits=commits
+        upstream=stage.upstream, files=len(declaration.sources), unchanged=unchanged, refs=refs, commits=commits,
+        changed=changed, removed=_removed(declaration, previous), unchecked=unchecked,
+        source=raw_base if raw_base != RAW_BASE else None,
     )
+
+
+def _manifest_entry(
+    source: DeclaredSource, ref: str, commit: str | None, url: str, fetched_from: str, data: bytes, etag: str | None
+) -> ManifestEntry:
+    """The manifest's record of one downloaded file (which must be UTF-8 text)."""
+    try:
+        chars = len(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise NetworkError(f"{fetched_from}: the download is not UTF-8 text; check the URL or pass --ref REF") from None
+    return ManifestEntry(
+        path=source.path, repo=source.repo, ref=ref, commit=commit, url=url,
+        chars=chars, sha256=sha256_hex(data), etag=etag, licence=source.licence, note=None,
+    )  # fmt: skip
+
+
+def _removed(declaration: Declaration, previous: dict[str, dict[str, ManifestEntry]]) -> list[str]:
+    """Cached files the declaration no longer names (the new cache leaves them out)."""
+    declared = {(s.repo, s.path) for s in declaration.sources}
+    return sorted(f"{declaration.repos[name].dir}/{path}" for name, entries in previous.items() for path in entries
+                  if (name, path) not in declared)
 
 
 def _progress(enabled: bool) -> Progress:
     # rich is imported here, not at module level: `fsdp-skill --help` and the tests never pay for it.
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     console = Console(stderr=True)
     return Progress(
@@ -320,11 +438,22 @@ def _progress(enabled: bool) -> Progress:
 def _summary(update: CacheUpdate, root: Path) -> str:
     where = update.upstream.relative_to(root) if update.upstream.is_relative_to(root) else update.upstream
     repos = ", ".join(
-        f"{name}@{ref}" + (f" ({update.commits[name][:12]})" if update.commits.get(name) else "")
+        f"{name}@{ref}" + (f" ({commit[:12]})" if (commit := update.commits.get(name)) else "")
         for name, ref in sorted(update.refs.items())
     )
-    kept = f"; {update.unchanged} unchanged (ETag)" if update.unchanged else ""
-    return f"{where}/: {update.files} files from {repos}{kept}"
+    kept = f"; {update.unchanged} answered 304 (ETag)" if update.unchanged else ""
+    via = f" via {update.source}" if update.source else ""
+    lines = [f"{where}/: {update.files} files from {repos}{via}{kept}"]
+    if update.changed or update.removed:
+        lines += [f"  changed: {where}/{path}" for path in update.changed]
+        lines += [f"  removed: {where}/{path}" for path in update.removed]
+        lines.append(f"{len(update.changed)} changed, {len(update.removed)} removed, "
+                     f"{update.files - len(update.changed)} identical: run `fsdp-skill regenerate`")
+    else:
+        lines.append("every file is identical to the cached copy")
+    for name, why in sorted(update.unchecked.items()):
+        lines.append(f"note: {name} files were not checked against the upstream tree ({why})")
+    return "\n".join(lines)
 
 
 def cli_fetch(args: argparse.Namespace) -> int:
@@ -336,6 +465,7 @@ def cli_fetch(args: argparse.Namespace) -> int:
     if args.from_dir:
         update = seed_from_dir(root, Path(args.from_dir), refs)
     else:
-        update = fetch_sources(root, refs, timeout=args.timeout, retries=args.retries)
+        update = fetch_sources(root, refs, timeout=args.timeout, retries=args.retries,
+                               base_url=args.base_url, api_url=args.api_url)
     print(_summary(update, root))
     return 0

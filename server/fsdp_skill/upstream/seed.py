@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
 from fsdp_skill.upstream.sources import (
     MANIFEST_NAME,
     DeclaredSource,

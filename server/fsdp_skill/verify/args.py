@@ -9,7 +9,9 @@ import argparse
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["gloo", "nccl"], default="gloo", help="gloo runs on CPU; nccl needs one GPU per rank")
+    p.add_argument(
+        "--backend", choices=["gloo", "nccl"], default="gloo", help="gloo runs on CPU; nccl needs one GPU per rank"
+    )
     p.add_argument(
         "--world-size",
         type=int,
@@ -18,11 +20,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "-k", dest="pattern",
-        help="only examples whose id, and patterns whose id (pattern:NAME), contains PATTERN (case-insensitive)",
+        help="only examples, patterns (pattern:NAME) and claim checks (claim:NAME) whose id contains PATTERN "
+        "(case-insensitive)",
     )
     p.add_argument(
         "--id", dest="ids", action="append", metavar="EXACT_ID",
-        help="only this example id, or pattern id like pattern:fsdp2-training (repeatable)",
+        help="only this example id, pattern id like pattern:fsdp2-training or claim id like claim:NAME (repeatable)",
     )
     p.add_argument(
         "--timeout", type=float, default=60.0,
@@ -33,6 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     which.add_argument("--only-patterns", action="store_true", help="run the patterns in assets/patterns/ only")
     p.add_argument("--no-page-code", action="store_true",
                    help="leave out the code blocks of the reference pages (run or statically checked by default)")
-    p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report (a row per example and per pattern) here")
+    which.add_argument("--only-claims", action="store_true",
+                       help="run only the claim checks in assets/checks/ (each backs a SKILL.md statement)")
+    p.add_argument("--no-claims", action="store_true", help="do not run the claim checks in assets/checks/")
+    p.add_argument(
+        "--json",
+        dest="json_path",
+        metavar="PATH",
+        help="write the JSON report (a row per example, pattern and claim check) here",
+    )
     p.add_argument("--write-report", action="store_true", help="rewrite references/verification.md (+ .json)")
     p.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")

@@ -54,7 +54,12 @@ def pattern_timeout(timeout_s: float) -> float:
 def _spec(entry: Any, root: Path, where: str) -> PatternSpec:
     if not isinstance(entry, dict):
         raise CatalogReadError(f"{where}: a 'patterns' entry is not an object; regenerate the catalog")
-    name, file, size, requires = entry.get("name"), entry.get("file"), entry.get("world_size"), entry.get("requires") or []
+    name, file, size, requires = (
+        entry.get("name"),
+        entry.get("file"),
+        entry.get("world_size"),
+        entry.get("requires") or [],
+    )
     label = name if isinstance(name, str) and name else "?"
     problem = None
     if not isinstance(name, str) or not name:
@@ -69,10 +74,10 @@ def _spec(entry: Any, root: Path, where: str) -> PatternSpec:
         unknown = [r for r in requires if r not in KNOWN_REQUIREMENTS]
         if unknown:
             problem = f"requires unknown {unknown[0]!r} (known: {', '.join(sorted(KNOWN_REQUIREMENTS))})"
-    if problem:
+    if problem or not (isinstance(name, str) and isinstance(file, str) and isinstance(size, int)):
         raise CatalogReadError(f"{where}: pattern {label!r} {problem}; regenerate the catalog")
     path = Path(file) if os.path.isabs(file) else root / file
-    return PatternSpec(name=name, file=file, path=path, world_size=size, requires=tuple(requires))  # type: ignore[arg-type]
+    return PatternSpec(name=name, file=file, path=path, world_size=size, requires=tuple(requires))
 
 
 def patterns_from_catalog(data: dict[str, Any], root: Path, where: str = "catalog.json") -> list[PatternSpec]:
@@ -92,7 +97,9 @@ def patterns_from_catalog(data: dict[str, Any], root: Path, where: str = "catalo
     return specs
 
 
-def select_patterns(specs: list[PatternSpec], ids: list[str] | None = None, pattern: str | None = None) -> list[PatternSpec]:
+def select_patterns(
+    specs: list[PatternSpec], ids: list[str] | None = None, pattern: str | None = None
+) -> list[PatternSpec]:
     """Like `examples.select`: exact `pattern:<name>` ids (other ids are examples'), then a substring of the id.
 
     Ids given but none of them a pattern's means "only those examples": no pattern is selected.

@@ -1,8 +1,9 @@
 """Command line of the runner: `fsdp-skill verify`, `python -m fsdp_skill.verify`, scripts/verify_examples.py.
 
 All three parse the same flags (`add_arguments`) and call `cli_verify`: the catalog's examples first
-(pooled ranks), then its patterns (each a torchrun job, rows named `pattern:<name>`). Exit codes: 0 when
-nothing failed, 1 when any example or pattern failed, 2 for bad input (one line on stderr, no traceback).
+(pooled ranks), then its patterns (each a torchrun job, rows named `pattern:<name>`), then the claim checks
+of assets/checks/ (`claim:<name>`, see `claims`). Exit codes: 0 when nothing failed, 1 when any example,
+pattern or claim check failed, 2 for bad input (one line on stderr, no traceback).
 """
 
 from __future__ import annotations
@@ -10,23 +11,54 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.atomic import unwritable_reason
 from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
 from fsdp_skill.core.paths import repo_root, writable_root
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES
 
 from .args import add_arguments
-from .catalog_patterns import PATTERN_PREFIX, PatternSpec, is_pattern_id, pattern_timeout, patterns_from_catalog, run_patterns, select_patterns
+from .catalog_patterns import (
+    PATTERN_PREFIX,
+    PatternSpec,
+    is_pattern_id,
+    pattern_timeout,
+    patterns_from_catalog,
+    run_patterns,
+    select_patterns,
+)
+from .claims import (
+    ClaimCheck,
+    checks_dir,
+    is_claim_id,
+    load_checks,
+    run_checks,
+    select_checks,
+)
+from .examples import (
+    ExampleSpec,
+    examples_from_catalog,
+    read_catalog,
+    select,
+)
 from . import page_run
-from .examples import CatalogReadError, ExampleSpec, examples_from_catalog, read_catalog, select
 from .page_plan import PageBlock, blocks_from_catalog
-from .report import STATUSES, build_report, counts, dumps_json, write_atomic, write_report
+from .patterns import PatternHeaderError
+from .plan import MAX_LOCAL_RANKS
+from .report import (
+    build_report,
+    counts,
+    dumps_json,
+    write_atomic,
+    write_report,
+)
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
-_STATUS_STYLE = {"passed": "green", "passed-with-stand-ins": "green", "doc-bug": "yellow", "checked": "cyan", "skipped": "dim",
-                 "failed": "bold red"}
+_STATUS_STYLE = {"passed": "green", "passed-with-stand-ins": "green", "doc-bug": "yellow", "checked": "cyan",
+                 "skipped": "dim", "failed": "bold red"}
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -37,15 +69,17 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class _InputError(Exception):
-    pass
-
-
 def _options(args: argparse.Namespace) -> RunOptions:
     if not args.timeout or args.timeout <= 0:
-        raise _InputError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+        raise UserError(f"--timeout must be a positive number of seconds, got {args.timeout}")
     if args.world_size is not None and not 1 <= args.world_size <= 64:
-        raise _InputError(f"--world-size must be between 1 and 64, got {args.world_size}")
+        raise UserError(f"--world-size must be between 1 and 64, got {args.world_size}")
+    if args.world_size is not None and args.world_size > MAX_LOCAL_RANKS and not launched_by_torchrun():
+        raise UserError(
+            f"--world-size {args.world_size}: this runner starts at most {MAX_LOCAL_RANKS} processes on one machine; "
+            f"for more ranks launch it across nodes: torchrun --nnodes N --nproc-per-node M "
+            f"scripts/verify_examples.py --world-size {args.world_size}"
+        )
     return RunOptions(backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout))
 
 
@@ -54,42 +88,78 @@ class _Selection:
     torch_version: str | None
     examples: list[ExampleSpec]
     patterns: list[PatternSpec]
+    claims: list[ClaimCheck]
     known: set[str]  # every example and pattern id in the catalog (the report drops rows of others)
-    data: dict[str, Any]
-    page_blocks: list[PageBlock]
+    data: dict[str, Any] = field(default_factory=dict)  # the catalog, for page code (page_run)
+    page_blocks: list[PageBlock] = field(default_factory=list)  # the selected code blocks of the pages
 
 
 def _selected(args: argparse.Namespace) -> _Selection:
     path = Path(args.catalog) if getattr(args, "catalog", None) else repo_root() / "references" / "catalog.json"
     data = read_catalog(path)
     only_patterns, no_patterns = getattr(args, "only_patterns", False), getattr(args, "no_patterns", False)
-    # Parsing the examples costs a second on a full catalog: skip it when only patterns run.
-    all_examples = [] if only_patterns else examples_from_catalog(data, path)
-    all_patterns = [] if no_patterns else patterns_from_catalog(data, repo_root(), where=str(path))
+    only_claims, no_claims = getattr(args, "only_claims", False), getattr(args, "no_claims", False)
+    # Parsing the examples costs a second on a full catalog: skip it when only patterns or claims run.
+    all_examples = [] if only_patterns or only_claims else examples_from_catalog(data, path)
+    all_patterns = [] if no_patterns or only_claims else patterns_from_catalog(data, repo_root(), where=str(path))
+    all_claims = [] if only_patterns or no_claims else _claim_checks()
     ids = args.ids or []
-    example_ids = [i for i in ids if not is_pattern_id(i)]
+    claim_ids = [i for i in ids if is_claim_id(i)]
+    example_ids = [i for i in ids if not is_pattern_id(i) and not is_claim_id(i)]
     pattern_ids = [i for i in ids if is_pattern_id(i)]
+    if only_claims and (example_ids or pattern_ids):
+        named = (example_ids + pattern_ids)[0]
+        raise UserError(f"--only-claims runs only claim checks, but --id {named!r} names none: drop one of the two")
+    if no_claims and claim_ids:
+        raise UserError(f"--no-claims runs no claim checks, but --id {claim_ids[0]!r} names one: drop one of the two")
     if only_patterns and example_ids:
-        raise _InputError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
+        raise UserError(f"--only-patterns runs no examples, but --id {example_ids[0]!r} names one: drop one of the two")
     if no_patterns and pattern_ids:
-        raise _InputError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
+        raise UserError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
     # Ids that name only patterns select no example (and the reverse): --id is "exactly these".
-    all_blocks = [] if only_patterns or getattr(args, "no_page_code", False) else blocks_from_catalog(data)
-    page_ids = [i for i in example_ids if "#" in i and i.rsplit(":", 1)[-1].isdigit()]
+    # Page code ids are 'file.md#anchor:N' (see page_plan); the rest of example_ids are doctest examples.
+    page_ids = [i for i in example_ids if ".md#" in i and i.rsplit(":", 1)[-1].isdigit()]
     example_ids = [i for i in example_ids if i not in page_ids]
-    examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
+    no_page_code = only_patterns or only_claims or getattr(args, "no_page_code", False)
+    all_blocks = [] if no_page_code else blocks_from_catalog(data)
     blocks = [] if ids and not page_ids else page_run.select_blocks(all_blocks, page_ids, args.pattern)
-    patterns = select_patterns(all_patterns, ids=ids, pattern=args.pattern)
-    if not examples and not patterns and not blocks:
+    examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
+    patterns = [] if ids and not pattern_ids else select_patterns(all_patterns, ids=ids, pattern=args.pattern)
+    try:
+        claims = [] if ids and not claim_ids else select_checks(all_claims, ids=claim_ids, pattern=args.pattern)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if not examples and not patterns and not claims and not blocks:
         if only_patterns and not all_patterns:
-            raise _InputError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
-        what = "pattern id" if only_patterns else "example id" if no_patterns else "example id or pattern id"
-        raise _InputError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
+            raise UserError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
+        if only_claims and not all_claims:
+            raise UserError(f"{checks_dir(repo_root())} holds no claim checks")
+        if only_patterns:
+            what = "pattern id"
+        elif only_claims:
+            what = "claim id"
+        elif no_patterns and not all_claims:
+            what = "example id"
+        else:
+            what = "example, pattern or claim id" if all_claims else "example id or pattern id"
+        raise UserError(f"no {what} contains {args.pattern!r}; try a shorter -k, e.g. -k all_reduce or -k fsdp2")
     # Straight from the JSON, so that rows of the kind this run skipped stay in the report.
     known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
-    known |= {PATTERN_PREFIX + p["name"] for p in data.get("patterns") or [] if isinstance(p, dict) and isinstance(p.get("name"), str)}
+    known |= {
+        PATTERN_PREFIX + p["name"]
+        for p in data.get("patterns") or []
+        if isinstance(p, dict) and isinstance(p.get("name"), str)
+    }
+    known |= {c.id for c in all_claims}
     known |= {b.id for b in blocks_from_catalog(data)}
-    return _Selection(data.get("torch_version"), examples, patterns, known, data, blocks)
+    return _Selection(data.get("torch_version"), examples, patterns, claims, known, data, blocks)
+
+
+def _claim_checks() -> list[ClaimCheck]:
+    try:
+        return load_checks(repo_root())
+    except PatternHeaderError as exc:
+        raise UserError(f"{exc}: fix the check's header") from None
 
 
 def _progress_printer(total: int) -> Any:
@@ -97,8 +167,12 @@ def _progress_printer(total: int) -> Any:
 
     def show(result: Result) -> None:
         done[0] += 1
-        print(f"[{done[0]:>3}/{total}] {result['status']:<8} {result['name']} (ws {result['world_size']}, {result['seconds']:.2f} s)",
-              file=sys.stderr, flush=True)
+        print(
+            f"[{done[0]:>3}/{total}] {result['status']:<8} {result['name']} (ws {result['world_size']}, "
+            f"{result['seconds']:.2f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     return show
 
@@ -151,7 +225,7 @@ def print_details(results: list[Result]) -> None:
 def summary_line(results: list[Result], kind: str = "examples") -> str:
     """'verify: examples: 27 passed, 5 doc-bug, ...' — patterns have no doc-bug status, so it is left out."""
     tally = counts(results)
-    statuses = [s for s in STATUSES if kind == "examples" or s not in ("doc-bug", "checked")]
+    statuses = EXAMPLE_STATUSES if kind == "examples" else PATTERN_STATUSES
     return f"verify: {kind}: " + ", ".join(f"{tally.get(s, 0)} {s}" for s in statuses) + f" ({len(results)} {kind})"
 
 
@@ -161,7 +235,8 @@ PATTERNS_UNDER_TORCHRUN = (
 )
 
 
-def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any, planned: list[ExampleSpec] = ()) -> list[Result] | None:  # type: ignore[assignment]
+def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any,
+                  planned: list[ExampleSpec] = ()) -> list[Result] | None:  # type: ignore[assignment]
     """The examples' (and planned page code's) results; None on a torchrun rank other than 0."""
     if not specs and not planned:
         return []
@@ -177,23 +252,25 @@ def cli_verify(args: argparse.Namespace) -> int:
             writable_root("--write-report rewrites references/verification.{md,json}")
         chosen = _selected(args)
         launched = launched_by_torchrun()
-        if launched and not chosen.examples:
-            raise _InputError(
+        if launched and not chosen.examples and not chosen.page_blocks:  # patterns and claims start their own torchrun
+            raise UserError(
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
             )
-    except (CatalogReadError, _InputError, UserError) as exc:
+        _check_report_paths(args)
+    except UserError as exc:  # a bad flag or report path, or a catalog that is missing or not a catalog
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
     import torch  # the runner's one dependency; imported only once the input is known to be good
 
     torch_version = torch.__version__.split("+")[0]
     patterns = [] if launched else chosen.patterns
+    claims = [] if launched else chosen.claims
     page_context, page_plans = page_run.plan_all(chosen.data, chosen.page_blocks, options.backend)
-    # Page code runs at the page's own world size in the spawned pool; under torchrun only the static checks run.
+    # Page code runs at the page's own world size in the spawned pool; under torchrun only its static checks run.
     page_specs = [] if launched else page_run.runnable_specs(page_plans)
     page_rows = page_run.static_rows(page_context, page_plans, options.backend)
-    progress = _progress_printer(len(chosen.examples) + len(page_specs) + len(patterns))
+    progress = _progress_printer(len(chosen.examples) + len(page_specs) + len(patterns) + len(claims))
     try:
         ran = _run_examples(chosen.examples, options, progress, page_specs)
     except ValueError as exc:
@@ -203,18 +280,23 @@ def cli_verify(args: argparse.Namespace) -> int:
         page_run.remove_workdir()
     if ran is None:
         return 0
-    page_ids = {s.id for s in page_specs}
-    results = page_run.static_for_fragments([r for r in ran if r["name"] not in page_ids], chosen.examples)
-    page_rows = sorted(page_rows + page_run.finish_run_rows(page_plans, [r for r in ran if r["name"] in page_ids]),
-                       key=lambda r: [b.id for b in chosen.page_blocks].index(r["name"]))
+    results, page_rows = page_run.split_results(ran, page_rows, page_plans, chosen.examples, chosen.page_blocks)
     pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
-    if results:
-        print_table(results)
+    claim_results = run_checks(claims, options.timeout_s, progress=progress)
+    _print_outcome(results, pattern_results, claim_results, chosen, options, torch_version, launched)
     if page_rows:
         print_table(page_rows, label="page code")
-    if pattern_results:
-        print_table(pattern_results, label="pattern")
-    print_details(results + page_rows + pattern_results)
+        print_details(page_rows)
+        print("\n".join(page_run.summary_lines(page_rows)))
+    everything = results + page_rows + pattern_results + claim_results
+    if not _write_reports(args, build_report(everything, torch_version), chosen, options):
+        return 2
+    return 1 if any(r["status"] == "failed" for r in everything) else 0
+
+
+def _print_notes(chosen: _Selection, options: RunOptions, torch_version: str, launched: bool,
+                 ran_patterns: bool, ran_claims: bool) -> None:
+    """What a reader should know about the catalog and this run beside the tables."""
     notes = [f"{s.id}: {note}" for s in chosen.examples for note in s.notes]
     if notes:
         print("\ncatalog notes (fix in the catalog build):\n  " + "\n  ".join(notes))
@@ -222,26 +304,59 @@ def cli_verify(args: argparse.Namespace) -> int:
         print(f"\nnote: the catalog was built from torch {chosen.torch_version}; this is torch {torch_version}")
     if launched and chosen.patterns:
         print(f"\nnote: {len(chosen.patterns)} {PATTERNS_UNDER_TORCHRUN}")
-    if pattern_results and options.world_size is not None:
-        print(f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to examples")
-    if results:
-        print(summary_line(results, "examples"))
-    if page_rows:
-        print(page_run.summary_line(page_rows))
-        for line in page_run.tally_by_kind(page_rows):
-            print(f"  {line}")
-    if pattern_results:
-        print(summary_line(pattern_results, "patterns"))
-    everything = results + page_rows + pattern_results
-    report = build_report(everything, torch_version)
-    if args.json_path:
-        write_atomic(Path(args.json_path), dumps_json(report))
+    if launched and chosen.claims:
+        print(
+            f"\nnote: {len(chosen.claims)} claim checks not run under torchrun; "
+            "run `fsdp-skill verify --only-claims` without a launcher"
+        )
+    if ran_claims and options.backend == "nccl":
+        print("\nnote: claim checks without `requires: cuda` state gloo/CPU behaviour and ran on gloo")
+    if ran_patterns and options.world_size is not None:
+        print(
+            f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to "
+            "examples"
+        )
+
+
+def _print_outcome(results: list[Result], pattern_results: list[Result], claim_results: list[Result],
+                   chosen: _Selection, options: RunOptions, torch_version: str, launched: bool) -> None:
+    """The tables, each failure's details, notes on the catalog and the run, and the summary lines."""
+    for rows, label in ((results, "example"), (pattern_results, "pattern"), (claim_results, "claim")):
+        if rows:
+            print_table(rows, label=label)
+    print_details(results + pattern_results + claim_results)
+    _print_notes(chosen, options, torch_version, launched, bool(pattern_results), bool(claim_results))
+    for rows, kind in ((results, "examples"), (pattern_results, "patterns"), (claim_results, "claims")):
+        if rows:
+            print(summary_line(rows, kind))
+
+
+def _write_reports(args: argparse.Namespace, report: dict[str, Any], chosen: _Selection, options: RunOptions) -> bool:
+    """--json and --write-report; False (with one line on stderr) when a report cannot be written."""
+    try:
+        if args.json_path:
+            write_atomic(Path(args.json_path), dumps_json(report))
+        if args.write_report:
+            refs = repo_root() / "references"
+            write_report(report, refs / "verification.json", refs / "verification.md", chosen.known,
+                         documented_sizes=options.world_size is None)
+            print(f"wrote {refs / 'verification.md'} and verification.json")
+    except OSError as exc:  # checked at the start, so only a disk filling up or a folder removed meanwhile
+        print(f"verify: error: cannot write the report {exc.filename or ''} ({exc.strerror}); "
+              "the results are printed above", file=sys.stderr)
+        return False
+    return True
+
+
+def _check_report_paths(args: argparse.Namespace) -> None:
+    """Fail before the run, not after it, when a report cannot be written where it was asked for."""
+    targets = [("--json", Path(args.json_path))] if args.json_path else []
     if args.write_report:
-        refs = repo_root() / "references"
-        write_report(report, refs / "verification.json", refs / "verification.md", chosen.known,
-                     documented_sizes=options.world_size is None)
-        print(f"wrote {refs / 'verification.md'} and verification.json")
-    return 1 if any(r["status"] == "failed" for r in everything) else 0
+        targets.append(("--write-report", repo_root() / "references" / "verification.json"))
+    for flag, path in targets:
+        reason = unwritable_reason(path)
+        if reason:
+            raise UserError(f"{flag} {path}: {reason}")
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:

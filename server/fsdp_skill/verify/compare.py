@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsdp_skill.core.vocabulary import ExampleStatus  # stdlib only
+
 from .examples import ExampleSpec
 
 _DEVICE_KWARG = re.compile(r",?\s*device\s*=\s*'[^']*'")
@@ -34,13 +36,27 @@ _ON_RANK = re.compile(r"\bon rank (\d+)\b", re.IGNORECASE)
 
 # Errors that name a capability this machine or build lacks: the example is skipped, not failed.
 _CAPABILITY_ERRORS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"Torch not compiled with CUDA|Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver|"
-                r"when CUDA is available|requires CUDA|CUDA is not available|needs a non-CPU accelerator"), "needs CUDA"),
+    (
+        re.compile(
+            r"Torch not compiled with CUDA|Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver|"
+            r"when CUDA is available|requires CUDA|CUDA is not available|needs a non-CPU accelerator"
+        ),
+        "needs CUDA",
+    ),
     (re.compile(r"Numpy is not available|No module named 'numpy'"), "needs numpy"),
     (re.compile(r"No module named '(?!torch\b)[\w.]+'"), "needs a package this environment lacks"),
-    (re.compile(r"gloo[^\n]*(does not support|not supported|unsupported)|(does not support|not supported|unsupported)[^\n]*gloo",
-                re.IGNORECASE), "gloo does not implement it"),
-    (re.compile(r"module 'torch[\w.]*' has no attribute|cannot import name '\w+' from 'torch"), "not in this torch version"),
+    (
+        re.compile(
+            r"gloo[^\n]*(does not support|not supported|unsupported)|"
+            r"(does not support|not supported|unsupported)[^\n]*gloo",
+            re.IGNORECASE,
+        ),
+        "gloo does not implement it",
+    ),
+    (
+        re.compile(r"module 'torch[\w.]*' has no attribute|cannot import name '\w+' from 'torch"),
+        "not in this torch version",
+    ),
 ]
 
 
@@ -81,7 +97,7 @@ def ranks_meant(spec: ExampleSpec, index: int) -> int | None:
 
 @dataclass
 class Verdict:
-    status: str
+    status: ExampleStatus
     reason: str | None
     ranks: list[dict[str, Any]] = field(default_factory=list)
 
@@ -110,7 +126,9 @@ def diffs_for_rank(spec: ExampleSpec, rank: int, outputs: dict[str, str]) -> lis
                 continue
         got = outputs.get(str(index), "")
         if not outputs_match(want, got):
-            diffs.append({"line": unit.line, "source": unit.source, "expected": want.rstrip("\n"), "actual": got.rstrip("\n")})
+            diffs.append(
+                {"line": unit.line, "source": unit.source, "expected": want.rstrip("\n"), "actual": got.rstrip("\n")}
+            )
     return diffs
 
 
@@ -118,6 +136,20 @@ def classify(spec: ExampleSpec, outcome: Any, compare_outputs: bool = True, back
     """Turn a pool `Outcome` (or the torchrun equivalent) into a status, a reason and per-rank evidence."""
     results: dict[int, dict[str, Any]] = outcome.results
     errors = {r: res["error"] for r, res in sorted(results.items()) if res.get("error")}
+    skipped = _skip_for_error(spec, errors, backend)
+    if skipped is not None:
+        return skipped
+    if outcome.failure:
+        return Verdict("failed", outcome.message, _failure_evidence(spec, outcome, errors))
+    if errors:
+        return _verdict_for_errors(errors, len(results))
+    if not compare_outputs:
+        return Verdict("passed", None)
+    return _verdict_for_outputs(spec, results)
+
+
+def _skip_for_error(spec: ExampleSpec, errors: dict[int, dict[str, Any]], backend: str) -> Verdict | None:
+    """An error that says the example cannot run here (a fragment, a missing capability) is a skip, not a failure."""
     for rank, err in errors.items():
         if err.get("undefined_name"):
             # The static check is lenient inside functions, loops and branches (a name bound anywhere there
@@ -132,34 +164,47 @@ def classify(spec: ExampleSpec, outcome: Any, compare_outputs: bool = True, back
             # Written for CUDA/NCCL (which accepts e.g. the "stack form" of all_gather_single); gloo is stricter.
             label = "written for CUDA/NCCL and gloo rejects it"
         if label:
-            return Verdict("skipped", f"{label}: rank {rank} raised {err['type']} at line {err['line']}: {_first_line(err['message'])}")
-    ranks: list[dict[str, Any]] = []
-    if outcome.failure:
-        for rank in range(spec_world_size(outcome, spec)):
-            entry: dict[str, Any] = {"rank": rank}
-            if rank in errors:
-                entry["traceback"] = errors[rank]["traceback"]
-            if outcome.stacks.get(rank):
-                entry["stack"] = outcome.stacks[rank]
-            if outcome.logs.get(rank):
-                entry["log"] = outcome.logs[rank]
-            if len(entry) > 1:
-                ranks.append(entry)
-        return Verdict("failed", outcome.message, ranks)
-    if errors:
-        signatures = {(e["unit"], e["type"]) for e in errors.values()}
-        ranks = [{"rank": r, "traceback": e["traceback"]} for r, e in errors.items()]
-        first = next(iter(errors.values()))
-        if len(errors) == len(results) and len(signatures) == 1:
             return Verdict(
-                "doc-bug",
-                f"the documented code raises {first['type']} on every rank at line {first['line']}: {_first_line(first['message'])}",
-                ranks,
+                "skipped",
+                f"{label}: rank {rank} raised {err['type']} at line {err['line']}: {_first_line(err['message'])}",
             )
-        where = ", ".join(f"rank {r}: {e['type']} at line {e['line']}" for r, e in errors.items())
-        return Verdict("failed", f"ranks raised different errors ({where})", ranks)
-    if not compare_outputs:
-        return Verdict("passed", None)
+    return None
+
+
+def _failure_evidence(spec: ExampleSpec, outcome: Any, errors: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rank of a timed-out or crashed group: its traceback, its stack when stuck, its log."""
+    ranks: list[dict[str, Any]] = []
+    for rank in range(spec_world_size(outcome, spec)):
+        entry: dict[str, Any] = {"rank": rank}
+        if rank in errors:
+            entry["traceback"] = errors[rank]["traceback"]
+        if outcome.stacks.get(rank):
+            entry["stack"] = outcome.stacks[rank]
+        if outcome.logs.get(rank):
+            entry["log"] = outcome.logs[rank]
+        if len(entry) > 1:
+            ranks.append(entry)
+    return ranks
+
+
+def _verdict_for_errors(errors: dict[int, dict[str, Any]], rank_count: int) -> Verdict:
+    """The same error at the same statement on every rank is the documentation's bug; anything else failed."""
+    signatures = {(e["unit"], e["type"]) for e in errors.values()}
+    ranks = [{"rank": r, "traceback": e["traceback"]} for r, e in errors.items()]
+    first = next(iter(errors.values()))
+    if len(errors) == rank_count and len(signatures) == 1:
+        return Verdict(
+            "doc-bug",
+            f"the documented code raises {first['type']} on every rank at line {first['line']}: "
+            f"{_first_line(first['message'])}",
+            ranks,
+        )
+    where = ", ".join(f"rank {r}: {e['type']} at line {e['line']}" for r, e in errors.items())
+    return Verdict("failed", f"ranks raised different errors ({where})", ranks)
+
+
+def _verdict_for_outputs(spec: ExampleSpec, results: dict[int, dict[str, Any]]) -> Verdict:
+    ranks: list[dict[str, Any]] = []
     for rank, res in sorted(results.items()):
         diffs = diffs_for_rank(spec, rank, res.get("outputs", {}))
         if diffs:

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.core.errors import UserError  # stdlib only
+
 _RANK_TAG = re.compile(r"\s*#\s*rank\s*(\d+)\s*$", re.IGNORECASE)
 
 
-class CatalogReadError(Exception):
+class CatalogReadError(UserError):
     """catalog.json is missing or not a catalog; the message says what to do."""
 
 
@@ -96,7 +98,9 @@ def _raw_steps(entry: dict[str, Any]) -> list[dict[str, Any]]:
         return steps
     code = entry.get("code") or ""
     # A fenced example from a page has code but no doctest steps: it runs as one unit, checking no output.
-    return [{"source": code, "expected": None, "expected_by_rank": {}, "line": entry.get("line")}] if code.strip() else []
+    return (
+        [{"source": code, "expected": None, "expected_by_rank": {}, "line": entry.get("line")}] if code.strip() else []
+    )
 
 
 _BLOCK_CONTINUATION = re.compile(r"^(else|elif|except|finally)\b")
@@ -132,7 +136,9 @@ def build_units(steps: list[dict[str, Any]]) -> list[Unit]:
         expected = last.get("expected")
         by_rank = {int(k): _strip_rank_tag(v) for k, v in (last.get("expected_by_rank") or {}).items()}
         source = "\n".join(s.get("source") or "" for s in steps[i : j + 1])
-        units.append(Unit(source, _strip_rank_tag(expected) if expected is not None else None, by_rank, steps[i].get("line")))
+        units.append(
+            Unit(source, _strip_rank_tag(expected) if expected is not None else None, by_rank, steps[i].get("line"))
+        )
         i = j + 1
     return units
 
@@ -154,8 +160,10 @@ def _mesh_sizes(code: str) -> list[int]:
         keywords = {k.arg: k.value for k in node.keywords}
         if name == "init_device_mesh":
             shape = keywords.get("mesh_shape", node.args[1] if len(node.args) > 1 else None)
-            if isinstance(shape, ast.Tuple) and all(isinstance(e, ast.Constant) and isinstance(e.value, int) for e in shape.elts):
-                sizes.append(math.prod(e.value for e in shape.elts))  # type: ignore[union-attr]
+            elts = shape.elts if isinstance(shape, ast.Tuple) else []
+            dims = [e.value for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, int)]
+            if isinstance(shape, ast.Tuple) and len(dims) == len(elts):
+                sizes.append(math.prod(dims))
         elif name == "DeviceMesh":
             mesh = keywords.get("mesh", node.args[1] if len(node.args) > 1 else None)
             if isinstance(mesh, (ast.List, ast.Tuple)):
@@ -211,7 +219,9 @@ def read_catalog(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise CatalogReadError(f"{path} is not valid JSON ({exc}): regenerate it with `fsdp-skill regenerate`") from None
+        raise CatalogReadError(
+            f"{path} is not valid JSON ({exc}): regenerate it with `fsdp-skill regenerate`"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("examples"), list):
         raise CatalogReadError(f"{path} has no 'examples' list: it is not a catalog.json; regenerate it")
     return data
@@ -230,7 +240,9 @@ def examples_from_catalog(data: dict[str, Any], path: Path) -> list[ExampleSpec]
         try:
             specs.append(spec_from_entry(entry))
         except (KeyError, TypeError, ValueError) as exc:
-            raise CatalogReadError(f"{path}: malformed example {entry.get('id', '?')!r} ({exc!r}); regenerate it") from None
+            raise CatalogReadError(
+                f"{path}: malformed example {entry.get('id', '?')!r} ({exc!r}); regenerate it"
+            ) from None
     return specs
 
 

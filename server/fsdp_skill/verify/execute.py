@@ -85,8 +85,10 @@ def _compile_unit(source: str, filename: str, backend: str, page: bool = False) 
         tree = page_exec.rewrite(tree, backend)
     tree = rewrite_tree(tree, backend)
     tail = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        tail = compile(ast.Expression(tree.body.pop().value), filename, "eval")
+    last = tree.body[-1] if tree.body else None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+        tail = compile(ast.Expression(last.value), filename, "eval")
     return compile(tree, filename, "exec"), tail
 
 
@@ -101,7 +103,11 @@ def _short_path(filename: str) -> str:
 def _example_traceback(exc: BaseException) -> str:
     """The traceback without the runner's own frames: it starts at the example's line."""
     frames = traceback.StackSummary.from_list(
-        [(_short_path(f.filename), f.lineno, f.name, f.line) for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+        [
+            traceback.FrameSummary(_short_path(f.filename), f.lineno, f.name, line=f.line)
+            for f in traceback.extract_tb(exc.__traceback__)
+            if f.filename != __file__
+        ]
     )
     lines = ["Traceback (most recent call last):\n", *frames.format()]
     lines += [clean_message(line) + "\n" for line in traceback.format_exception_only(type(exc), exc)]

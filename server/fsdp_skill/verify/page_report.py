@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-PAGE_STATUSES = ("passed", "passed-with-stand-ins", "doc-bug", "checked", "skipped", "failed")
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES  # stdlib only
+
+PAGE_STATUSES: tuple[str, ...] = EXAMPLE_STATUSES
 
 
 def is_page_row(row: dict[str, Any]) -> bool:

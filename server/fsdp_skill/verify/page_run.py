@@ -203,3 +203,19 @@ def tally_by_kind(rows: list[Result]) -> list[str]:
 def summary_line(rows: list[Result]) -> str:
     tally = Counter(r["status"] for r in rows)
     return "verify: page code: " + ", ".join(f"{tally[s]} {s}" for s in PAGE_STATUSES) + f" ({len(rows)} blocks)"
+
+
+def split_results(ran: list[Result], static: list[Result], plans: list[PagePlan], examples: list[ExampleSpec],
+                  blocks: list[PageBlock]) -> tuple[list[Result], list[Result]]:
+    """(example rows, page-code rows in page order) from one pooled run: fragment examples get the
+    static check; the page rows join the statically checked ones."""
+    page_ids = {p.block.id for p in plans if p.action == "run"}
+    results = static_for_fragments([r for r in ran if r["name"] not in page_ids], examples)
+    order = {b.id: i for i, b in enumerate(blocks)}
+    rows = static + finish_run_rows(plans, [r for r in ran if r["name"] in page_ids])
+    return results, sorted(rows, key=lambda r: order.get(r["name"], len(order)))
+
+
+def summary_lines(rows: list[Result]) -> list[str]:
+    """The page-code summary, then its counts per kind (what `fsdp-skill verify` prints)."""
+    return [summary_line(rows), *(f"  {line}" for line in tally_by_kind(rows))]

@@ -54,7 +54,7 @@ OUTPUT_LIMIT = 40_000  # characters of output kept per run (the tail: that is wh
 KILL_GRACE_S = 5.0
 
 
-class PatternHeaderError(ValueError):
+class PatternHeaderError(UserError, ValueError):
     """A pattern's header is missing or malformed; `line` is 1-based in the pattern file."""
 
     def __init__(self, path: Path, line: int, message: str) -> None:
@@ -111,8 +111,11 @@ def _split_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def parse_header(path: Path, text: str) -> PatternHeader:
-    """Parse the metadata header of one pattern's source text; raises PatternHeaderError."""
+def read_key_block(
+    path: Path, text: str, required: tuple[str, ...], optional: tuple[str, ...]
+) -> tuple[dict[str, str], dict[str, int], int, str]:
+    """The `key: value` lines a file's header starts with: (values, key -> 1-based line, the line after
+    them, the prose that follows). Shared by the patterns and the claim checks (`claims`)."""
     if path.suffix == ".py":
         block, first_line = _python_comment_block(path, text)
     elif path.suffix in PATTERN_SUFFIXES:
@@ -129,36 +132,55 @@ def parse_header(path: Path, text: str) -> PatternHeader:
         line_no = first_line + index
         match = _KEY_RE.match(block[index].strip())
         if not match:
-            raise PatternHeaderError(path, line_no, f"expected 'key: value' in the header, got {block[index].strip()!r}")
+            got = block[index].strip()
+            raise PatternHeaderError(path, line_no, f"expected 'key: value' in the header, got {got!r}")
         key, value = match.groups()
-        if key not in REQUIRED_KEYS + OPTIONAL_KEYS:
-            allowed = ", ".join(REQUIRED_KEYS + OPTIONAL_KEYS)
+        if key not in required + optional:
+            allowed = ", ".join(required + optional)
             raise PatternHeaderError(path, line_no, f"unknown header key {key!r} (allowed: {allowed})")
         if key in values:
             raise PatternHeaderError(path, line_no, f"header key {key!r} given twice")
         values[key], key_lines[key] = value, line_no
         index += 1
     header_end = first_line + index
-    for key in REQUIRED_KEYS:
+    for key in required:
         if not values.get(key):
             raise PatternHeaderError(path, header_end, f"header has no {key!r}: add a '{key}: ...' line")
+    return values, key_lines, header_end, "\n".join(block[index:]).strip()
 
-    name = values["name"]
-    if not NAME_RE.match(name):
-        raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
+
+def parse_world_size(path: Path, values: dict[str, str], key_lines: dict[str, int]) -> int:
     try:
         world_size = int(values["world_size"])
     except ValueError:
         world_size = 0
     if world_size < 1:
-        raise PatternHeaderError(path, key_lines["world_size"], f"world_size must be a positive integer, got {values['world_size']!r}")
+        raise PatternHeaderError(
+            path, key_lines["world_size"], f"world_size must be a positive integer, got {values['world_size']!r}"
+        )
+    return world_size
+
+
+def parse_requires(path: Path, values: dict[str, str], key_lines: dict[str, int]) -> tuple[str, ...]:
     requires = _split_list(values.get("requires", ""))
     for requirement in requires:
         if requirement not in KNOWN_REQUIREMENTS:
             known = ", ".join(sorted(KNOWN_REQUIREMENTS))
-            raise PatternHeaderError(path, key_lines["requires"], f"unknown requirement {requirement!r} (known: {known})")
+            raise PatternHeaderError(
+                path, key_lines["requires"], f"unknown requirement {requirement!r} (known: {known})"
+            )
+    return requires
 
-    description = "\n".join(block[index:]).strip()
+
+def parse_header(path: Path, text: str) -> PatternHeader:
+    """Parse the metadata header of one pattern's source text; raises PatternHeaderError."""
+    values, key_lines, header_end, description = read_key_block(path, text, REQUIRED_KEYS, OPTIONAL_KEYS)
+
+    name = values["name"]
+    if not NAME_RE.match(name):
+        raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
+    world_size = parse_world_size(path, values, key_lines)
+    requires = parse_requires(path, values, key_lines)
     summary = " ".join(description.split("\n\n", 1)[0].split()) if description else ""
     if not summary:
         raise PatternHeaderError(path, header_end, "no summary: add a paragraph after the header's blank line")
@@ -198,7 +220,10 @@ def pattern_files(directory: Path) -> list[Path]:
 def _skip_reason(requires: tuple[str, ...], world_size: int, backend: str) -> str | None:
     """Why this pattern cannot run here with this backend, or None when it can."""
     if "slurm" in requires and not (shutil.which("srun") and os.environ.get("SLURM_JOB_ID")):
-        return "needs a SLURM allocation (srun on PATH and SLURM_JOB_ID set): submit it with sbatch, or run it inside salloc"
+        return (
+            "needs a SLURM allocation (srun on PATH and SLURM_JOB_ID set): "
+            "submit it with sbatch, or run it inside salloc"
+        )
     needs_gpus = backend == "nccl" or "cuda" in requires
     if not needs_gpus:
         return None
@@ -316,6 +341,25 @@ def run_pattern(
 
     command = build_command(path, world_size)
     result["command"] = " ".join(command)
+    started = time.monotonic()
+    raw, returncode = _run_launcher(command, world_size, backend, timeout)
+    result["seconds"] = round(time.monotonic() - started, 2)
+    output = raw.decode("utf-8", errors="replace")
+    result["output"] = output[-OUTPUT_LIMIT:]
+    if returncode is None:
+        result["reason"] = f"timed out after {timeout:g} s; killed torchrun and its ranks"
+    elif returncode == 0:
+        result["status"] = "passed"
+    else:
+        result["reason"] = failure_reason(output, returncode)
+    return result
+
+
+def _run_launcher(command: list[str], world_size: int, backend: str, timeout: float) -> tuple[bytes, int | None]:
+    """Run the launch command in a scratch folder on one node: (combined output, exit code or None on a timeout).
+
+    A timed-out or interrupted run has its whole process group (torchrun and every rank) killed.
+    """
     with tempfile.TemporaryDirectory(prefix="fsdp-pattern-") as scratch:
         env = dict(os.environ)
         env.update(
@@ -328,32 +372,20 @@ def run_pattern(
             MASTER_PORT=str(_free_port()),
             PATH=f"{_torchrun_shim(Path(scratch))}{os.pathsep}{env.get('PATH', '')}",
         )
-        started = time.monotonic()
         # A new session: the pattern's whole process tree shares one process group we can kill.
         proc = subprocess.Popen(
             command, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
         )
         try:
             raw, _ = proc.communicate(timeout=timeout)
-            timed_out = False
+            return raw, proc.returncode
         except subprocess.TimeoutExpired:
             _kill_group(proc)
             raw, _ = proc.communicate(timeout=KILL_GRACE_S)  # everything that wrote the pipe is dead
-            timed_out = True
+            return raw, None
         finally:
             if proc.poll() is None:  # an exception (Ctrl-C) while waiting: leave nothing behind
                 _kill_group(proc)
-        result["seconds"] = round(time.monotonic() - started, 2)
-
-    output = raw.decode("utf-8", errors="replace")
-    result["output"] = output[-OUTPUT_LIMIT:]
-    if timed_out:
-        result["reason"] = f"timed out after {timeout:g} s; killed torchrun and its ranks"
-    elif proc.returncode == 0:
-        result["status"] = "passed"
-    else:
-        result["reason"] = failure_reason(output, proc.returncode)
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -387,7 +419,10 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run_pattern(file, header.world_size, backend=args.backend, timeout=args.timeout)
         losses = [line.strip() for line in outcome["output"].splitlines() if line.lstrip().startswith("loss ")]
         detail = outcome["reason"] or (losses[-1] if losses else "")
-        print(f"{outcome['status'].upper():8} {header.name:28} ws={header.world_size} {outcome['seconds']:6.1f}s  {detail}")
+        print(
+            f"{outcome['status'].upper():8} {header.name:28} ws={header.world_size} {outcome['seconds']:6.1f}s  "
+            f"{detail}"
+        )
         failed += outcome["status"] == "failed"
     return 1 if failed else 0
 

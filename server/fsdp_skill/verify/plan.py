@@ -85,13 +85,20 @@ def _upstream(spec: ExampleSpec) -> str:
     return f" (upstream marks it SKIP: {spec.skip})" if spec.skip else ""
 
 
-def skip_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabilities, launched: bool = False) -> str | None:
+def skip_reason(
+    spec: ExampleSpec, backend: str, world_size: int, caps: Capabilities, launched: bool = False
+) -> str | None:
     """Why this example cannot run here on this backend at this world size, or None if it can.
 
     Call `syntax_error` first: code that does not parse is reported as a doc-bug, not analysed here.
     """
     if not spec.units:
         return "no code to run: the catalog entry has no statements"
+    return _machine_reason(spec, backend, world_size, caps, launched) or _code_reason(spec, backend)
+
+
+def _machine_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabilities, launched: bool) -> str | None:
+    """What this machine lacks for the example: backend, GPUs, RPC, packages, the API itself, ranks."""
     if backend == "nccl":
         if not caps.nccl_available:
             return f"needs NCCL: this torch build ({caps.torch_version}) has no NCCL backend"
@@ -104,7 +111,8 @@ def skip_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabili
     if "rpc" in spec.requires:
         if not caps.rpc_available:
             return "needs RPC: torch.distributed.rpc is not available in this build"
-        return "needs RPC: it runs as named RPC workers (rpc.init_rpc per worker), not as collective ranks" + _upstream(spec)
+        rpc_workers = "needs RPC: it runs as named RPC workers (rpc.init_rpc per worker), not as collective ranks"
+        return rpc_workers + _upstream(spec)
     if "numpy" in spec.requires and not caps.numpy_available:
         return "needs numpy: object collectives unpickle through tensor.numpy(); `pip install numpy` to run it"
     missing = sorted(r for r in set(spec.requires) - _KNOWN_REQUIREMENTS if not _importable(r))
@@ -117,11 +125,22 @@ def skip_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabili
             f"needs {world_size} ranks: more than the {MAX_LOCAL_RANKS} processes this runner starts on one machine "
             f"(launch it with torchrun across nodes)"
         )
+    return None
+
+
+def _code_reason(spec: ExampleSpec, backend: str) -> str | None:
+    """What the example's code itself rules out: launcher-only code, fixed ports, fragments, CUDA-only calls."""
     found = analyze([u.source for u in spec.units], backend, global_names(spec.symbol))
     if found.reads_argv:
-        return "reads the command line of a launched script (argparse / sys.argv): it belongs in a torchrun script" + _upstream(spec)
+        return (
+            "reads the command line of a launched script (argparse / sys.argv): it belongs in a torchrun script"
+            + _upstream(spec)
+        )
     if found.nothing_left:
-        return "nothing to check: it only initializes the process group / device, which the runner does itself" + _upstream(spec)
+        return (
+            "nothing to check: it only initializes the process group / device, which the runner does itself"
+            + _upstream(spec)
+        )
     if found.fixed_ports:
         return (
             f"binds a hard-coded endpoint ({', '.join(found.fixed_ports)}): the runner never opens fixed ports, "
@@ -145,7 +164,10 @@ def skip_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capabili
         lines = ", ".join(str(n) for n in found.placeholders)
         return f"fragment: `...` stands in for a value (statement line {lines} of the example){_upstream(spec)}"
     if found.cuda_only:
-        return f"needs CUDA: uses {', '.join(found.cuda_only)}, which has no CPU equivalent (run with --backend nccl on a GPU machine)"
+        return (
+            f"needs CUDA: uses {', '.join(found.cuda_only)}, which has no CPU equivalent "
+            "(run with --backend nccl on a GPU machine)"
+        )
     return None
 
 

@@ -22,7 +22,11 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from pathlib import Path
 from typing import Any
+
+from fsdp_skill.core.errors import FsdpSkillError  # stdlib only
+from fsdp_skill.core.scratch import make_scratch_dir
 
 from .worker import worker_main
 
@@ -33,7 +37,7 @@ STOP_GRACE_S = 5.0
 _LOG_TAIL_CHARS = 4000
 
 
-class PoolStartError(Exception):
+class PoolStartError(FsdpSkillError):
     """The ranks could not start or init their process group; the message carries their tracebacks."""
 
 
@@ -63,7 +67,8 @@ class RankPool:
         self.size = size
         self.backend = backend
         self.timeout_s = timeout_s
-        self.workdir = tempfile.mkdtemp(prefix=f"fsdp-verify-{backend}-{size}procs-")
+        # `fsdp-verify-<pid>-*` in the temp folder: a killed runner's is removed by the next pool.
+        self.workdir = str(make_scratch_dir(Path(tempfile.gettempdir()), "fsdp-verify-"))
         self.procs: list[Any] = []
         self.conns: list[Connection] = []
         self.alive = False
@@ -133,10 +138,13 @@ class RankPool:
         self.group_size = 0
         for rank in members:
             self._send(rank, {"kind": "leave"})
-        self._expect(members, "left", time.monotonic() + max(30.0, self.timeout_s), "could not destroy the process group")
+        self._expect(
+            members, "left", time.monotonic() + max(30.0, self.timeout_s), "could not destroy the process group"
+        )
 
     def _expect(self, ranks: list[int], kind: str, deadline: float, what: str) -> None:
-        """Every rank in `ranks` answers `kind` before the deadline, or the pool is killed and PoolStartError says why."""
+        """Every rank in `ranks` answers `kind` before the deadline, or the pool is killed and PoolStartError
+        says why."""
         # grace_on_error: a rank that failed to init leaves the others blocked in the rendezvous.
         replies = self._gather(set(ranks), deadline, grace_on_error=True)
         problems: list[str] = []
@@ -196,7 +204,7 @@ class RankPool:
             for obj in ready:
                 rank = by_conn.get(obj)  # type: ignore[call-overload]
                 if rank is None:
-                    rank = by_sentinel[obj]  # type: ignore[index]
+                    rank = by_sentinel[obj]
                     # A rank that exits right after answering is not dead until its answer is read.
                     if rank in pending and not self.conns[rank].poll():
                         self._reap(rank)

@@ -59,11 +59,11 @@ def _is_cuda_device_literal(node: ast.AST) -> bool:
     return False
 
 
-def _device(node: ast.AST) -> ast.AST:
+def _device(node: ast.AST) -> ast.expr:
     return ast.copy_location(ast.Name(DEVICE_NAME, ast.Load()), node)
 
 
-def _none(node: ast.AST) -> ast.AST:
+def _none(node: ast.AST) -> ast.expr:
     return ast.copy_location(ast.Constant(None), node)
 
 
@@ -187,7 +187,9 @@ def _fixed_ports(tree: ast.AST) -> list[str]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _TCP_URL.match(node.value):
             found.append(node.value)
         elif isinstance(node, ast.Call) and (_dotted(node.func) or "").rsplit(".", 1)[-1] == "TCPStore":
-            port = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "port"), None)
+            port = (
+                node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "port"), None)
+            )
             # Port 0 asks the OS for a free port: that one cannot collide, so it is fine.
             if isinstance(port, ast.Constant) and isinstance(port.value, int) and port.value != 0:
                 found.append(f"TCPStore port {port.value}")
@@ -230,7 +232,12 @@ def _undefined(tree: ast.Module, provided: set[str]) -> set[str]:
 
 def _reads_argv(tree: ast.AST) -> bool:
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "parse_args" and not node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "parse_args"
+            and not node.args
+        ):
             return True
         if _dotted(node) == "sys.argv":
             return True

@@ -57,7 +57,9 @@ def payload_for(spec: ExampleSpec) -> dict[str, Any]:
     return payload
 
 
-def make_result(spec: ExampleSpec, backend: str, world_size: int, verdict: Verdict, seconds: float, warnings: list[str]) -> Result:
+def make_result(
+    spec: ExampleSpec, backend: str, world_size: int, verdict: Verdict, seconds: float, warnings: list[str]
+) -> Result:
     result: Result = {
         "name": spec.id,
         "backend": backend,
@@ -81,14 +83,21 @@ def _warnings(outcome: Outcome) -> list[str]:
 
 
 def _at_other_size(verdict: Verdict, spec: ExampleSpec, world_size: int) -> Verdict:
-    if world_size != spec.world_size and verdict.status == "passed":
+    """At a world size the docs did not write it for, an example whose outputs could not be compared
+    is not a pass: it ran, and that is all this run shows (one with no documented output passes on
+    running cleanly, as it would at its own size)."""
+    if world_size != spec.world_size and verdict.status == "passed" and any(u.wants_output() for u in spec.units):
+        verdict.status = "skipped"
         verdict.reason = (
-            f"ran at world size {world_size}; its outputs are documented for {spec.world_size} rank(s) and were not compared"
+            f"ran without error at world size {world_size}, but its outputs are documented for {spec.world_size} "
+            f"rank(s) and were not compared: run it at {spec.world_size} to check them"
         )
     return verdict
 
 
-def _plan(specs: list[ExampleSpec], options: RunOptions, caps: Capabilities, results: dict[str, Result]) -> dict[int, list[ExampleSpec]]:
+def _plan(
+    specs: list[ExampleSpec], options: RunOptions, caps: Capabilities, results: dict[str, Result]
+) -> dict[int, list[ExampleSpec]]:
     groups: dict[int, list[ExampleSpec]] = {}
     for spec in specs:
         size = options.world_size or spec.world_size
@@ -100,7 +109,9 @@ def _plan(specs: list[ExampleSpec], options: RunOptions, caps: Capabilities, res
     return groups
 
 
-def static_verdict(spec: ExampleSpec, backend: str, size: int, caps: Capabilities, launched: bool = False) -> Verdict | None:
+def static_verdict(
+    spec: ExampleSpec, backend: str, size: int, caps: Capabilities, launched: bool = False
+) -> Verdict | None:
     """A verdict reached without running: code that does not parse (doc-bug) or a skip reason."""
     if spec.units and (bad := syntax_error(spec)):
         return Verdict("doc-bug", bad + (f" (upstream marks it SKIP: {spec.skip})" if spec.skip else ""))
@@ -108,7 +119,14 @@ def static_verdict(spec: ExampleSpec, backend: str, size: int, caps: Capabilitie
     return Verdict("skipped", reason) if reason else None
 
 
-def _fail_all(specs: list[ExampleSpec], size: int, why: str, options: RunOptions, results: dict[str, Result], progress: Progress | None) -> None:
+def _fail_all(
+    specs: list[ExampleSpec],
+    size: int,
+    why: str,
+    options: RunOptions,
+    results: dict[str, Result],
+    progress: Progress | None,
+) -> None:
     for spec in specs:
         results[spec.id] = make_result(spec, options.backend, size, Verdict("failed", why), 0.0, [])
         if progress:
@@ -163,7 +181,9 @@ class _PoolKeeper:
             self.pool = None
 
 
-def _run_groups(groups: dict[int, list[ExampleSpec]], options: RunOptions, results: dict[str, Result], progress: Progress | None) -> None:
+def _run_groups(
+    groups: dict[int, list[ExampleSpec]], options: RunOptions, results: dict[str, Result], progress: Progress | None
+) -> None:
     keeper = _PoolKeeper(options)
     sizes = sorted(groups)
     try:
@@ -180,7 +200,11 @@ def _run_groups(groups: dict[int, list[ExampleSpec]], options: RunOptions, resul
                 started = time.perf_counter()
                 outcome = pool.run(payload_for(spec), options.timeout_s)
                 seconds = time.perf_counter() - started
-                verdict = _at_other_size(classify(spec, outcome, compare_outputs=size == spec.world_size, backend=options.backend), spec, size)
+                verdict = _at_other_size(
+                    classify(spec, outcome, compare_outputs=size == spec.world_size, backend=options.backend),
+                    spec,
+                    size,
+                )
                 results[spec.id] = make_result(spec, options.backend, size, verdict, seconds, _warnings(outcome))
                 if progress:
                     progress(results[spec.id])
@@ -189,8 +213,10 @@ def _run_groups(groups: dict[int, list[ExampleSpec]], options: RunOptions, resul
         keeper.discard()
 
 
-def run_spawned(specs: list[ExampleSpec], options: RunOptions, caps: Capabilities | None = None, progress: Progress | None = None,
-                planned: list[ExampleSpec] = ()) -> list[Result]:  # type: ignore[assignment]
+def run_spawned(
+    specs: list[ExampleSpec], options: RunOptions, caps: Capabilities | None = None, progress: Progress | None = None,
+    planned: list[ExampleSpec] = (),  # type: ignore[assignment]
+) -> list[Result]:
     """Results in the order of `specs` then `planned`; world-size groups run smallest first, all in one pool.
 
     `planned`: specs already planned elsewhere (page code, see page_plan), run at their own world size.
@@ -241,7 +267,9 @@ def _watchdog(seconds: float, example_id: str, rank: int) -> threading.Timer:
     return timer
 
 
-def run_launched(specs: list[ExampleSpec], options: RunOptions, progress: Progress | None = None) -> list[Result] | None:
+def run_launched(
+    specs: list[ExampleSpec], options: RunOptions, progress: Progress | None = None
+) -> list[Result] | None:
     """Run as one rank of a torchrun launch. Returns the results on rank 0, None on the other ranks."""
     import torch
     import torch.distributed as dist
@@ -249,12 +277,16 @@ def run_launched(specs: list[ExampleSpec], options: RunOptions, progress: Progre
     rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if options.world_size is not None and options.world_size != size:
-        raise ValueError(f"--world-size {options.world_size} but torchrun launched {size} ranks: drop --world-size or relaunch")
+        raise ValueError(
+            f"--world-size {options.world_size} but torchrun launched {size} ranks: drop --world-size or relaunch"
+        )
     device = torch.device("cpu")
     if options.backend == "nccl":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
-    dist.init_process_group(options.backend, init_method="env://", timeout=datetime.timedelta(seconds=options.timeout_s))
+    dist.init_process_group(
+        options.backend, init_method="env://", timeout=datetime.timedelta(seconds=options.timeout_s)
+    )
     ctx = RankContext(rank=rank, world_size=size, local_rank=local_rank, backend=options.backend, device=device)
     caps = Capabilities.detect()
     results: list[Result] = []
@@ -263,7 +295,9 @@ def run_launched(specs: list[ExampleSpec], options: RunOptions, progress: Progre
             static = static_verdict(spec, options.backend, size, caps, launched=True)
             if static is None and options.world_size is None and spec.world_size != size:
                 static = Verdict(
-                    "skipped", f"documented for {spec.world_size} rank(s); launched with {size} (add --world-size {size} to run it anyway)"
+                    "skipped",
+                    f"documented for {spec.world_size} rank(s); launched with {size} (add --world-size {size} to run "
+                    "it anyway)",
                 )
             if static:
                 results.append(make_result(spec, options.backend, size, static, 0.0, []))
@@ -276,8 +310,14 @@ def run_launched(specs: list[ExampleSpec], options: RunOptions, progress: Progre
                 finally:
                     timer.cancel()
                 outcome = Outcome(results={r["rank"]: r for r in everyone})
-                verdict = _at_other_size(classify(spec, outcome, compare_outputs=size == spec.world_size, backend=options.backend), spec, size)
-                results.append(make_result(spec, options.backend, size, verdict, time.perf_counter() - started, _warnings(outcome)))
+                verdict = _at_other_size(
+                    classify(spec, outcome, compare_outputs=size == spec.world_size, backend=options.backend),
+                    spec,
+                    size,
+                )
+                results.append(
+                    make_result(spec, options.backend, size, verdict, time.perf_counter() - started, _warnings(outcome))
+                )
             if progress and rank == 0:
                 progress(results[-1])
     finally:

@@ -124,7 +124,9 @@ def worker_main(rank: int, backend: str, log_path: str, timeout_s: float, parent
                     ctx = None
                     conn.send({"kind": "init-error", "rank": rank, "traceback": traceback.format_exc()})
                     continue
-                ctx = RankContext(rank=rank, world_size=message["world_size"], local_rank=rank, backend=backend, device=device)
+                ctx = RankContext(
+                    rank=rank, world_size=message["world_size"], local_rank=rank, backend=backend, device=device
+                )
                 conn.send({"kind": "joined", "rank": rank})
             elif kind == "run" and ctx is not None:
                 conn.send({"kind": "result", **run_example(message["example"], ctx)})

@@ -3,3 +3,6 @@ blocks, tables and directives.
 
 Imports: `convert` siblings and `core` only.
 """
+
+# The public face: the modules other stages may import (tests/test_layers.py holds them to it).
+__all__ = ["blocks", "converter", "inline"]

@@ -217,7 +217,9 @@ class _Converter:
                 marker = f"{number}. " if ordered else "- "
             else:
                 marker = "- "
-                body = [[f"{label} " + (body[0][0] if body and body[0] else "")] + (body[0][1:] if body else [])] + body[1:]
+                body = [
+                    [f"{label} " + (body[0][0] if body and body[0] else "")] + (body[0][1:] if body else [])
+                ] + body[1:]
             items.append(rst_blocks.list_item(marker, body))
             number += 1
             i = end

@@ -185,7 +185,9 @@ def convert(text: str, substitutions: dict[str, str] | None = None, targets: dic
             escaped = match.group("escaped")
             # RST's escaped whitespace joins words ("``x``\ s"); other escapes keep their
             # backslash, which means the same thing in CommonMark.
-            out.append("" if escaped.isspace() and escaped != "\n" else f"\\{escaped}" if escaped in "*_`[]<>#|\\" else escaped)
+            out.append(
+                "" if escaped.isspace() and escaped != "\n" else f"\\{escaped}" if escaped in "*_`[]<>#|\\" else escaped
+            )
     tail = text[pos:]
     out.append(_HTML_LIKE.sub(r"\\<", tail) if escape_html else tail)
     result = "".join(out)

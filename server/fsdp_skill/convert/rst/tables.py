@@ -12,6 +12,8 @@ import itertools
 import re
 from collections.abc import Callable
 
+from fsdp_skill.core.errors import FsdpSkillError
+
 # Converts one cell's raw RST lines to a single line of markdown (the caller owns block parsing).
 Cell = Callable[[list[str]], str]
 
@@ -20,7 +22,7 @@ GRID_PARTIAL_BORDER = re.compile(r"^[+|][-=+| ]*[+|]\s*$")
 SIMPLE_BORDER = re.compile(r"^=+(?: +=+)+\s*$|^=+\s*$")
 
 
-class TableError(ValueError):
+class TableError(FsdpSkillError, ValueError):
     """The lines do not form a well-shaped table; the caller falls back to a literal block."""
 
 

@@ -1,0 +1,43 @@
+"""
+name: cpu-offload-pin-memory
+claim: On a CPU-only machine CPUOffloadPolicy() (pin_memory=True, the default) raises "Cannot access accelerator device"; CPUOffloadPolicy(pin_memory=False) trains on gloo.
+backs: pitfalls
+world_size: 2
+
+Pinning host memory needs an accelerator. Without one, only the default `pin_memory=True`
+fails, in `fully_shard` itself; `CPUOffloadPolicy(pin_memory=False)` shards, trains and keeps the sharded
+parameters and gradients on the CPU.
+"""
+
+import torch
+import torch.nn as nn
+from _dist import Stack, batches, init, say, shutdown
+from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
+
+init()
+if not torch.accelerator.is_available():
+    try:
+        fully_shard(Stack(), offload_policy=CPUOffloadPolicy())  # raises here, when it pins the shards
+        raise AssertionError("pin_memory=True worked without an accelerator")
+    except RuntimeError as exc:
+        assert "Cannot access accelerator device" in str(exc), exc
+
+torch.manual_seed(0)
+model = Stack()
+for block in model.blocks:
+    fully_shard(block, offload_policy=CPUOffloadPolicy(pin_memory=False))
+fully_shard(model, offload_policy=CPUOffloadPolicy(pin_memory=False))
+optim = torch.optim.AdamW(model.parameters(), lr=1e-2)
+data = batches(torch.distributed.get_rank())
+losses = []
+for _ in range(10):
+    x, y = next(data)
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optim.step()
+    optim.zero_grad()
+    losses.append(loss.item())
+assert all(p.device.type == "cpu" for p in model.parameters())
+assert losses[-1] < losses[0], losses
+say(f"pin_memory=True without an accelerator raises; pin_memory=False trains: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+shutdown()

@@ -1,0 +1,40 @@
+"""
+name: dtensor-reads
+claim: On a sharded DTensor, indexing then .item() gives the global value, a reduction's .item() silently gives this rank's partial result, .tolist() raises; full_tensor() is the safe read.
+backs: pitfalls
+world_size: 2
+
+`bias[0].item()` redistributes and returns element 0 of the whole tensor on every rank;
+`weight.sum()` is a DTensor with a Partial placement, whose `.item()` is this rank's
+partial sum (no error, wrong number); `.tolist()` raises on a DTensor.
+`full_tensor()` all-gathers (a collective: call it on every rank). clip_grad_norm_ works
+on FSDP2's DTensor gradients when all are on one mesh.
+"""
+
+import torch
+import torch.distributed as dist
+from _dist import Stack, init, say, shutdown
+from torch.distributed.fsdp import fully_shard
+
+init()
+torch.manual_seed(0)
+model = Stack()
+fully_shard(model)
+bias, weight = model.inp.bias, model.inp.weight
+full_bias, full_weight = bias.full_tensor(), weight.full_tensor()
+assert bias[0].item() == full_bias[0].item()
+partial = weight.sum().item()
+assert abs(partial - weight.to_local().sum().item()) < 1e-5
+assert abs(partial - full_weight.sum().item()) > 1e-6, "sum().item() gave the global sum"
+try:
+    bias.tolist()
+    raise AssertionError("tolist() worked on a DTensor")
+except RuntimeError as exc:
+    assert "tolist" in str(exc)
+model(torch.randn(4, 16)).square().mean().backward()
+reference = torch.linalg.vector_norm(torch.stack([p.grad.full_tensor().norm() for p in model.parameters()]))
+norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+torch.testing.assert_close(norm.full_tensor(), reference)
+say(f"bias[0].item()={bias[0].item():.4f} (global); weight.sum().item()={partial:.4f} on rank {dist.get_rank()} "
+    f"vs global {full_weight.sum().item():.4f}; tolist() raises; clip_grad_norm_ on one mesh = {reference:.4f}")
+shutdown()

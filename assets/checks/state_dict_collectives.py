@@ -1,0 +1,63 @@
+"""
+name: state-dict-collectives
+claim: model.state_dict() and the sharded get_model_state_dict return at once on one rank (each rank's DTensor shards); only full_state_dict=True is a collective every rank must call.
+backs: pitfalls
+world_size: 2
+
+Rank 0 alone calls `model.state_dict()` and the default (sharded) `get_model_state_dict`:
+both return immediately, with DTensor values whose local part is rank 0's shard (what a
+`torch.save` on rank 0 would store). Rank 0 alone asking for the full state dict blocks in
+an all-gather until the timeout (3 s here); with every rank calling it, it completes.
+"""
+
+import datetime
+import os
+import sys
+import threading
+
+import torch.distributed as dist
+from _dist import Stack, init, say
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+)
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
+
+init()
+rank = dist.get_rank()
+model = Stack()
+fully_shard(model)
+store = dist.distributed_c10d._get_default_store()
+wait = datetime.timedelta(seconds=60)
+
+# Every rank: a full state dict is a collective and works when all call it.
+full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+if rank == 0:
+    plain = model.state_dict()
+    assert isinstance(plain["inp.weight"], DTensor) and plain["inp.weight"].to_local().shape[0] == 8
+    sharded = get_model_state_dict(model)
+    assert isinstance(sharded["inp.weight"], DTensor)
+    assert full["inp.weight"].shape == (16, 16) and not isinstance(full["inp.weight"], DTensor)
+    # Rank 0 alone: the full state dict waits for rank 1, which never joins.
+    outcome: list[str] = []
+
+    def alone() -> None:
+        try:
+            get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+            outcome.append("returned")
+        except Exception as exc:  # noqa: BLE001 - the all-gather's error, whatever its type
+            outcome.append(type(exc).__name__)
+
+    thread = threading.Thread(target=alone, daemon=True)
+    thread.start()
+    thread.join(timeout=3)
+    assert thread.is_alive() or outcome != ["returned"], "a full state dict on rank 0 alone returned"
+    say("rank 0 alone: state_dict() and sharded get_model_state_dict returned DTensor shards at once; "
+        "full_state_dict=True was still blocked after 3 s")
+    store.set("done", "1")
+else:
+    store.wait(["done"], wait)
+# Rank 0 has a collective left pending: leave without another one.
+sys.stdout.flush()
+os._exit(0)

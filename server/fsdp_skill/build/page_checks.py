@@ -1,0 +1,141 @@
+"""Content checks on every upstream page before and after it is converted; each problem is a warning.
+
+A broken upstream page (a fence never closed, a `.. code-block::` with nothing under it, control
+characters, bytes that are not UTF-8, a body cut short) used to flow silently into references/:
+a literal fence in fsdp1.md, empty python blocks, escape codes in fsdp2.md, or a traceback. Here
+each one is reported as 'upstream/<file>:<line>: <problem>' through the build's warning channel, so
+`regenerate --strict` refuses to write anything, and without --strict the page is repaired as
+CommonMark itself would read it (an unclosed block ends where the next one starts, or at the end of
+the page; control characters dropped; undecodable bytes shown as U+FFFD; empty code blocks
+removed) and the warning is printed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Literal
+
+from fsdp_skill.build.markdown_checks import (
+    CONTROL_CHARACTERS,
+    empty_fence_spans,
+    fence_is_closed,
+)
+from fsdp_skill.convert.myst_tokens import myst_parser
+
+Warn = Callable[[str, int, str], None]
+PageFormat = Literal["myst", "rst", "text"]
+
+_CODE_DIRECTIVE = re.compile(r"^(?P<indent>\s*)\.\.\s+(?:code-block|code|sourcecode)::")
+_RST_OPTION = re.compile(r"^\s*:[\w-]+:")
+_COLON_OPEN = re.compile(r"^( {0,3})(:{3,})\{[^}]+\}")
+_BACKTICK_OPEN = re.compile(r"^( {0,3})(`{3,}|~{3,})")
+
+
+class PageChecker:
+    """The checks of one upstream page: `source()` before conversion, `converted()` after it."""
+
+    def __init__(self, origin: str, warn: Warn) -> None:
+        self.origin, self.warn = origin, warn
+        self.empty_directives = 0
+
+    def source(self, data: bytes, page_format: PageFormat) -> str:
+        """Warn about each problem of the page's source; returns its text with them repaired."""
+        text = _drop_control_characters(self._decode(data), self.origin, self.warn)
+        lines = text.split("\n")
+        self.empty_directives = _empty_code_directives(lines, self.origin, self.warn)
+        if page_format == "myst":
+            lines = _close_unclosed_blocks(lines, self.origin, self.warn)
+        return "\n".join(lines)
+
+    def converted(self, markdown: str) -> str:
+        """Drop code blocks the conversion left empty; warn about those the source check did not name."""
+        spans = empty_fence_spans(markdown)
+        lines = markdown.split("\n")
+        if len(spans) > self.empty_directives:
+            shown = ", ".join(repr(lines[start].strip()) for start, _ in spans)
+            self.warn(self.origin, 0, f"{len(spans)} empty code blocks ({shown}) in the converted page: dropped")
+        for start, end in reversed(spans):
+            del lines[start:end]
+        return "\n".join(lines)
+
+    def _decode(self, data: bytes) -> str:
+        """The page as text; bytes that are not UTF-8 are reported (line and byte) and shown as U+FFFD."""
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data[: exc.start].count(b"\n") + 1
+            self.warn(self.origin, line, f"not UTF-8: byte 0x{data[exc.start]:02x} at offset {exc.start} cannot be "
+                                         "decoded (a corrupted download? run `fsdp-skill fetch` again)")
+            return data.decode("utf-8", errors="replace")
+
+
+def _drop_control_characters(text: str, origin: str, warn: Warn) -> str:
+    found = False
+    for number, line in enumerate(text.split("\n"), start=1):
+        hits = CONTROL_CHARACTERS.findall(line)
+        if hits:
+            found = True
+            shown = ", ".join(dict.fromkeys(f"U+{ord(c):04X}" for c in hits))
+            warn(origin, number, f"control characters ({shown}) in the text: dropped")
+    return CONTROL_CHARACTERS.sub("", text) if found else text
+
+
+def _empty_code_directives(lines: list[str], origin: str, warn: Warn) -> int:
+    """`.. code-block::` (also inside a MyST eval-rst block) whose next content line is not indented
+    under it; returns how many."""
+    found = 0
+    for index, line in enumerate(lines):
+        directive = _CODE_DIRECTIVE.match(line)
+        if not directive:
+            continue
+        indent = len(directive.group("indent"))
+        following = (ln for ln in lines[index + 1 :] if ln.strip() and not _RST_OPTION.match(ln))
+        body = next(following, None)
+        if body is None or len(body) - len(body.lstrip()) <= indent or body.lstrip().startswith("```"):
+            warn(origin, index + 1, f"{line.strip()!r} has no indented code under it: an empty code block")
+            found += 1
+    return found
+
+
+def _close_unclosed_blocks(lines: list[str], origin: str, warn: Warn) -> list[str]:
+    """A MyST fence or `:::` directive never closed swallows the rest of the page (later fences
+    become literal text inside it). Close it just before the next block that opens like it, or at
+    the end of the page."""
+    lines = list(lines)
+    for _ in range(len(lines)):  # each pass closes one block; a page has fewer blocks than lines
+        problem = _first_unclosed(lines)
+        if problem is None:
+            return lines
+        start, closer, reopen = problem
+        stop = next((i for i in range(start + 1, len(lines)) if reopen.match(lines[i])), len(lines))
+        where = f"before line {stop + 1}, where the next block opens" if stop < len(lines) else "at the end of the page"
+        warn(origin, start + 1, f"{lines[start].strip()!r} is never closed, so what follows would be read as "
+                                f"its text: closed {where}")
+        while stop > start + 1 and not lines[stop - 1].strip():
+            stop -= 1
+        lines.insert(stop, closer)
+    return lines
+
+
+def _first_unclosed(lines: list[str]) -> tuple[int, str, re.Pattern[str]] | None:
+    """(line index, closing line, pattern of a line where the block should have ended) of the first
+    fence or colon directive that is never closed: one that runs to the end of the page, or one
+    holding a line that opens a block with the very same marker (which cannot close it, so the
+    block before it lost its closing line and every later pair is shifted by one)."""
+    for token in myst_parser().parse("\n".join(lines)):
+        if token.type not in ("fence", "colon_fence") or not token.map:
+            continue
+        start, end = token.map
+        opener = _BACKTICK_OPEN.match(lines[start]) or _COLON_OPEN.match(lines[start])
+        if opener is None:  # inside a list item or a quote: the output lint still catches what leaks
+            continue
+        markup = opener.group(2)
+        # A line opening a block with this very marker cannot be inside it: the closing line went missing.
+        same = re.compile(rf"^ {{0,3}}{re.escape(markup)}(?!{re.escape(markup[0])})\S")
+        swallowed = any(same.match(line) for line in lines[start + 1 : end])
+        if swallowed or not fence_is_closed(lines, token.map, markup):
+            # A directive's body is markdown: it ends, at the latest, where the next directive or heading starts.
+            ends = same if token.type == "fence" else re.compile(rf"^ {{0,3}}(?:{markup}\{{|`{{3,}}\{{|#{{1,6}}\s)")
+            return start, opener.group(1) + markup, ends
+    return None

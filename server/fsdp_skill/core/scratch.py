@@ -1,0 +1,71 @@
+"""Temporary folders and files that an interrupted run leaves behind are found and removed by the next.
+
+Every staging folder or temp file is named `<prefix><pid>-<random>`, next to what it will replace.
+A `kill -9` skips every `finally`, so instead of trusting cleanup the next run of the same kind
+removes the leftovers whose process is gone (`make_scratch_dir`, `make_scratch_file`), and
+`fsdp-skill validate` lists any that remain (`leftovers`). Stdlib only: the example runner uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+# `<pid>-<mkdtemp's random part>` at the end of the name.
+_OWNER = re.compile(r"(\d+)-[a-z0-9_]+$")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this id exists (one of another user's counts as alive)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def leftovers(parent: Path, prefix: str) -> list[Path]:
+    """Entries of parent named `<prefix>…` whose creating process is gone (or that name none)."""
+    if not parent.is_dir():
+        return []
+    found = []
+    for entry in sorted(parent.iterdir()):
+        if not entry.name.startswith(prefix):
+            continue
+        owner = _OWNER.search(entry.name[len(prefix) :])
+        if owner is None or (int(owner.group(1)) != os.getpid() and not pid_alive(int(owner.group(1)))):
+            found.append(entry)
+    return found
+
+
+def remove_leftovers(parent: Path, prefix: str) -> list[Path]:
+    """Delete what interrupted runs of this kind left in parent; returns what was removed."""
+    removed = leftovers(parent, prefix)
+    for entry in removed:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    return removed
+
+
+def make_scratch_dir(parent: Path, prefix: str) -> Path:
+    """A new empty folder `<prefix><pid>-<random>` in parent, after removing dead runs' leftovers."""
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(parent, prefix)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-", dir=parent))
+
+
+def make_scratch_file(parent: Path, prefix: str) -> tuple[int, Path]:
+    """(open descriptor, path) of a new file `<prefix><pid>-<random>` in parent, after removing leftovers."""
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(parent, prefix)
+    fd, name = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}-", dir=parent)
+    return fd, Path(name)

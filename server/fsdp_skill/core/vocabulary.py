@@ -1,0 +1,40 @@
+"""Words several stages must spell the same way: the kinds of searchable document and the example statuses.
+
+Stdlib only (the example runner in `fsdp_skill.verify` imports it and must run with nothing but torch).
+The `Literal` types are what the MCP tool schemas and pydantic models show; the tuples are the same
+words for validation, CLI choices and report order.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+__all__ = [
+    "DOCUMENT_KINDS",
+    "EXAMPLE_STATUSES",
+    "NOT_VERIFIED",
+    "PATTERN_STATUSES",
+    "STATUS_FILTERS",
+    "DocumentKind",
+    "ExampleStatus",
+    "NotVerified",
+    "StatusFilter",
+]
+
+# What the search index holds and search_docs returns: a reference section, an API entry, a doctest
+# example, a runnable pattern.
+DocumentKind = Literal["section", "api", "example", "pattern"]
+DOCUMENT_KINDS: tuple[DocumentKind, ...] = get_args(DocumentKind)
+
+# A verification result, in the order reports list them: matched, matched only with declared stand-ins
+# (page code, never plain "passed"), the docs are wrong, statically checked only (nothing ran), not run, broke.
+ExampleStatus = Literal["passed", "passed-with-stand-ins", "doc-bug", "checked", "skipped", "failed"]
+EXAMPLE_STATUSES: tuple[ExampleStatus, ...] = get_args(ExampleStatus)
+# A pattern is a script, not documented output: it passes, fails or is skipped, never a doc-bug.
+PATTERN_STATUSES: tuple[ExampleStatus, ...] = ("passed", "skipped", "failed")
+# What the server says of an example the report has no row for.
+NotVerified = Literal["not verified"]
+NOT_VERIFIED: NotVerified = "not verified"
+# What a caller may filter examples by (nested Literals flatten: the four statuses, then "not verified").
+StatusFilter = Literal[ExampleStatus, NotVerified]
+STATUS_FILTERS: tuple[StatusFilter, ...] = get_args(StatusFilter)

@@ -1,0 +1,87 @@
+"""The SDK's MCPServer with every failure turned into an error a model can read and act on.
+
+Out of the box an unknown prompt, or a prompt argument it does not take, reaches the client as
+"Internal server error" (with a traceback on the server's stderr), and an unknown tool or resource
+echoes the caller's name back whole, however long. Here each one is an INVALID_PARAMS error (or a
+tool error) that quotes at most ~200 characters of the input and lists what would have worked.
+Over stdio, a request line the SDK's parser rejects gets a JSON-RPC error instead of silence
+(stdio.AnsweringReadStream). Tool results also carry their structured content as compact JSON text:
+the pretty-printed copy the SDK sends by default roughly doubles what a client has to read.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
+
+from fsdp_skill.core.quoting import quote
+from fsdp_skill.serve.stdio import AnsweringReadStream
+
+
+class DocsServer(MCPServer):
+    """MCPServer whose tool, resource and prompt errors are short, specific and never an internal error."""
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with every request answered, even one whose line it cannot parse."""
+        async with stdio_server() as (read_stream, write_stream):
+            server = self._lowlevel_server
+            await server.run(AnsweringReadStream(read_stream, write_stream), write_stream,
+                             server.create_initialization_options())
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        tools = {tool.name: tool for tool in await self.list_tools()}
+        if name not in tools:
+            raise ToolError(f"unknown tool {quote(name)}: call one of: {', '.join(sorted(tools))}")
+        # The SDK ignores arguments a tool does not take: a misspelt filter would silently do nothing.
+        takes = list((tools[name].input_schema or {}).get("properties") or {})
+        for key in arguments or {}:
+            if key not in takes:
+                listing = ", ".join(takes) if takes else "no arguments"
+                raise ToolError(f"unknown argument {quote(key)} for {name}; it takes: {listing}")
+        return compact_text(await super().call_tool(name, arguments, context))
+
+    async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError:
+            known = sorted(str(resource.uri) for resource in await self.list_resources())
+            # An MCPError passes through the SDK unchanged (a ResourceError would get the whole URI as data).
+            raise MCPError(INVALID_PARAMS, f"unknown resource {quote(str(uri))}: read one of: {', '.join(known)}",
+                           data={"uri": quote(str(uri))}) from None
+
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Context | None = None) -> Any:
+        prompts = {prompt.name: prompt for prompt in await self.list_prompts()}
+        prompt = prompts.get(name)
+        if prompt is None:
+            raise MCPError(INVALID_PARAMS, f"unknown prompt {quote(name)}: get one of: {', '.join(sorted(prompts))}")
+        takes = [argument.name for argument in prompt.arguments or []]
+        listing = ", ".join(takes) if takes else "no arguments"
+        for key, value in (arguments or {}).items():
+            if key not in takes:
+                raise MCPError(INVALID_PARAMS, f"unknown argument {quote(key)} for prompt {name}; it takes: {listing}")
+            if not isinstance(value, str):
+                raise MCPError(INVALID_PARAMS, f"argument {key!r} of prompt {name} must be a string, "
+                                               f"got {type(value).__name__}")
+        try:
+            return await super().get_prompt(name, arguments, context)
+        except MCPError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the SDK wraps any failed render in a bare ValueError
+            raise MCPError(INVALID_PARAMS, f"prompt {name} could not be rendered from those arguments "
+                                           f"({quote(str(exc))}); it takes: {listing}") from None
+
+
+def compact_text(result: Any) -> Any:
+    """The tool result with its text content replaced by the structured content as compact JSON."""
+    if isinstance(result, CallToolResult) and result.structured_content is not None and not result.is_error:
+        text = json.dumps(result.structured_content, ensure_ascii=False, separators=(",", ":"))
+        result.content = [TextContent(type="text", text=text)]
+    return result
+

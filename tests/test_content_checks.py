@@ -1,0 +1,177 @@
+"""Broken upstream content: each problem is a warning naming the file and line, `--strict` refuses to
+write, and without it the page is repaired so references/ never gets a literal fence, an empty code
+block, control characters or a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill.apidoc.docstrings import markdown_fences_as_code_blocks
+from fsdp_skill.build import pipeline as build
+from fsdp_skill.build.markdown_checks import artefacts
+from fsdp_skill.build.page_checks import PageChecker
+from fsdp_skill.core.paths import repo_root
+
+ROOT = repo_root()
+
+
+def check(text: str | bytes, page_format: str = "myst") -> tuple[str, list[tuple[int, str]]]:
+    warnings: list[tuple[int, str]] = []
+    checker = PageChecker("upstream/p", lambda origin, line, message: warnings.append((line, message)))
+    data = text if isinstance(text, bytes) else text.encode()
+    return checker.source(data, page_format), warnings  # type: ignore[arg-type]
+
+
+# --- the page checks, one corruption each -----------------------------------------------------------
+
+
+def test_a_myst_fence_that_lost_its_closing_line_is_reported_and_closed_before_the_next_block() -> None:
+    page = "# T\n\n```{eval-rst}\n.. autoclass:: A\n\n```{eval-rst}\n.. autoclass:: B\n```\n\nText.\n"
+    repaired, warnings = check(page)
+    message = ("'```{eval-rst}' is never closed, so what follows would be read as its text: "
+               "closed before line 6, where the next block opens")
+    assert warnings == [(3, message)]
+    assert repaired == "# T\n\n```{eval-rst}\n.. autoclass:: A\n```\n\n```{eval-rst}\n.. autoclass:: B\n```\n\nText.\n"
+    assert check(repaired)[1] == []
+
+
+def test_a_fence_open_at_the_end_of_a_truncated_page_is_reported_and_closed_there() -> None:
+    repaired, warnings = check("# T\n\n```python\nx = 1\n")
+    assert [line for line, _ in warnings] == [3] and "at the end of the page" in warnings[0][1]
+    assert repaired == "# T\n\n```python\nx = 1\n```\n"
+
+
+def test_an_unclosed_colon_directive_is_reported_and_ends_before_the_next_heading() -> None:
+    repaired, warnings = check("# T\n\n:::{note}\nA note.\n\n## Next\n\nText.\n")
+    assert [line for line, _ in warnings] == [3] and "':::{note}' is never closed" in warnings[0][1]
+    assert repaired == "# T\n\n:::{note}\nA note.\n:::\n\n## Next\n\nText.\n"
+
+
+@pytest.mark.parametrize(
+    "body", ["", "x = 1\n", "   :linenos:\n\nx = 1\n"], ids=["empty", "unindented", "options-only"]
+)
+def test_a_code_block_directive_with_nothing_indented_under_it_is_reported(body: str) -> None:
+    _, warnings = check(f"Title\n=====\n\n.. code-block:: python\n\n{body}\nText.\n", "rst")
+    assert warnings == [(4, "'.. code-block:: python' has no indented code under it: an empty code block")]
+    assert check("Title\n=====\n\n.. code-block:: python\n\n   x = 1\n\nText.\n", "rst")[1] == []
+
+
+def test_control_characters_are_reported_with_their_line_and_dropped() -> None:
+    repaired, warnings = check("# T\n\nSome \x07text\x1b[31m red.\n")
+    assert warnings == [(3, "control characters (U+0007, U+001B) in the text: dropped")]
+    assert repaired == "# T\n\nSome text[31m red.\n"
+
+
+def test_bytes_that_are_not_utf8_are_one_warning_naming_the_line_never_a_traceback() -> None:
+    repaired, warnings = check(b"# T\n\nbad \xff\xfe bytes\n")
+    assert len(warnings) == 1 and warnings[0][0] == 3 and "not UTF-8: byte 0xff at offset 9" in warnings[0][1]
+    assert repaired == "# T\n\nbad \ufffd\ufffd bytes\n"
+
+
+def test_code_blocks_the_conversion_left_empty_are_dropped_and_reported_once() -> None:
+    warnings: list[str] = []
+    checker = PageChecker("upstream/p.md", lambda origin, line, message: warnings.append(message))
+    checker.source(b"# T\n", "myst")
+    assert checker.converted("# T\n\n```python\n```\n\nText.\n") == "# T\n\n\nText.\n"
+    assert warnings == ["1 empty code blocks ('```python') in the converted page: dropped"]
+
+
+def test_the_output_checks_flag_empty_blocks_control_characters_and_literal_fences_in_prose() -> None:
+    found = {
+        problem for _, problem, _ in artefacts("# T\n\n```python\n```\n\nA \x1b[0m b.\n\nSee\n\\```python x = 1\n")
+    }
+    assert found == {"empty code block", "control character", "literal code fence in prose"}
+
+
+def test_markdown_fences_in_a_torch_docstring_become_code_blocks_instead_of_flattened_prose() -> None:
+    rst = "Set the policy.\n```python\nopts = Options()\n```\nThen run."
+    assert (
+        markdown_fences_as_code_blocks(rst)
+        == "Set the policy.\n\n.. code-block:: python\n\n   opts = Options()\n\nThen run."
+    )
+
+
+# --- regenerate on a corrupted cache (the real pipeline) ----------------------------------------------
+
+PAGES = "upstream/pytorch/docs/source"
+TUTORIALS = "upstream/pytorch-tutorials/intermediate_source"
+BLOCK_END = b"  :members:\n```\n\n```{eval-rst}\n.. autoclass:: torch.distributed.fsdp.BackwardPrefetch"
+# file -> (text to find, what replaces it): one corruption per upstream page.
+CORRUPTIONS = {
+    # the first autoclass block's closing line goes missing
+    f"{PAGES}/fsdp.md": (BLOCK_END, BLOCK_END.replace(b"```\n\n```", b"\n```", 1)),
+    f"{PAGES}/distributed.fsdp.fully_shard.md": (
+        b"The frontend API is",
+        b"Some \x07text\x1b[31m red.\n\nThe frontend API is",
+    ),
+    f"{PAGES}/distributed.algorithms.join.md": (b"# Generic Join", b"bad \xff\xfe bytes\n\n# Generic Join"),
+    f"{PAGES}/distributed.tensor.md": (
+        b"\n# torch.distributed.tensor\n",
+        b"\n# torch.distributed.tensor\n\n:::{note}\nNever closed.\n",
+    ),
+    f"{TUTORIALS}/FSDP_advanced_tutorial.rst": (b"**Author**", b".. code-block:: python\n\n**Author**"),
+    f"{TUTORIALS}/FSDP_tutorial.rst": (b"**Author**", b".. code-block:: python\n\nx = 1\n\n**Author**"),
+}
+
+
+def corrupt(root: Path, file: str, find: bytes, replacement: bytes) -> None:
+    """Corrupt one cached page and update its manifest to match, as a broken upstream page would arrive."""
+    path = root / file
+    data = path.read_bytes()
+    assert data.count(find) == 1, find
+    data = data.replace(find, replacement)
+    path.write_bytes(data)
+    repo_dir = root / "/".join(file.split("/")[:2])
+    manifest = json.loads((repo_dir / "MANIFEST.json").read_text())
+    inside = "/".join(file.split("/")[2:])
+    for entry in manifest:
+        if entry["path"] == inside:
+            entry["sha256"] = hashlib.sha256(data).hexdigest()
+    (repo_dir / "MANIFEST.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+
+
+@pytest.fixture(scope="module")
+def corrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, build.Output]:
+    root = tmp_path_factory.mktemp("corrupted")
+    for folder in ("assets", "upstream", "references"):
+        shutil.copytree(ROOT / folder, root / folder)
+    for file, (find, replacement) in CORRUPTIONS.items():
+        corrupt(root, file, find, replacement)
+    return root, build.build_references(root)
+
+
+@pytest.mark.torch  # the corrupted build reads torch docstrings
+def test_each_corrupted_page_is_a_warning_naming_its_file_and_the_output_has_no_damage(
+    corrupted: tuple[Path, build.Output],
+) -> None:
+    _, output = corrupted
+    for file in CORRUPTIONS:
+        assert any(line.startswith(f"{file}:") for line in output.warnings), (file, output.warnings)
+    assert output.problems == []
+    for name, text in output.files.items():
+        if name.endswith(".md"):
+            assert "```python\n```" not in text and "\x1b" not in text and "\x07" not in text, name
+            assert "\\```" not in text, name
+
+
+@pytest.mark.torch  # the corrupted build reads torch docstrings
+def test_regenerate_strict_on_a_corrupted_cache_exits_1_naming_the_files_and_leaves_references_unchanged(
+    corrupted: tuple[Path, build.Output], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, output = corrupted
+    before = {p.name: p.read_bytes() for p in (root / "references").iterdir()}
+    monkeypatch.setenv("FSDP_SKILL_ROOT", str(root))
+    monkeypatch.setattr(build, "build_references", lambda root, ref=None: output)
+    assert build.cli_regenerate(argparse.Namespace(strict=True, check=False, ref=None)) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("fsdp-skill regenerate: --strict and 6 warnings (in ") and last.endswith("nothing written")
+    assert all(file in last for file in CORRUPTIONS)
+    assert {p.name: p.read_bytes() for p in (root / "references").iterdir()} == before

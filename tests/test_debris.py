@@ -1,0 +1,109 @@
+"""`kill -9` during regenerate or fetch: the next run removes what the killed one left, `validate` lists
+it meanwhile, .gitignore keeps it out of commits, and a fetch killed mid-swap gets its cache back."""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from fsdp_skill.build import pipeline as build
+from fsdp_skill.cli.validate import validate
+from fsdp_skill.upstream.cache_update import CacheStage
+from test_build import no_index, small_output
+from test_validate import FRONTMATTER, skill  # noqa: F401 - the fixture
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def killed_midway(code: str, tmp_path: Path) -> None:
+    """Run `code` in a child until it prints 'staged', then kill -9 it (every wait bounded)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "FSDP_SKILL_ROOT": str(tmp_path),
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]),
+        },
+    )
+    try:
+        with selectors.DefaultSelector() as selector:
+            selector.register(proc.stdout, selectors.EVENT_READ)  # type: ignore[arg-type]
+            assert selector.select(120), "the child never reached the point to kill it at"
+            assert proc.stdout and proc.stdout.readline().strip() == "staged"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def test_a_regenerate_killed_while_writing_leaves_a_folder_validate_lists_and_the_next_regenerate_removes(
+    skill: Path, monkeypatch  # noqa: F811
+) -> None:
+    killed_midway(
+        f"""
+        import sys, time
+        from pathlib import Path
+        from test_build import small_output
+        from fsdp_skill.build import pipeline as build
+        def hang(catalog, path, root):
+            print("staged", flush=True)
+            time.sleep(600)
+        build.build_index = hang
+        refs, root = Path({str(skill / "references")!r}), Path({str(skill)!r})
+        build.write_output(small_output({{"a.md": "# a\\n"}}), refs, root)
+    """,
+        skill,
+    )
+    left = [p for p in (skill / "references").iterdir() if p.name.startswith(".regenerate-")]
+    assert len(left) == 1 and (left[0] / "a.md").is_file()
+    expected = (f"references/{left[0].name}:1: temporary folder left by an interrupted run: delete it "
+                "(the next `fsdp-skill regenerate` or `fetch` removes it too)")
+    assert [str(p) for p in validate(skill).problems if "interrupted run" in p.message] == [expected]
+    no_index(monkeypatch)
+    build.write_output(small_output({"a.md": "# a\n"}), skill / "references", skill)
+    assert not left[0].exists()
+    assert not [p for p in validate(skill).problems if "interrupted run" in p.message]
+
+
+def test_a_fetch_killed_while_staging_leaves_a_folder_the_next_fetch_removes(skill: Path) -> None:  # noqa: F811
+    killed_midway("""
+        import time
+        from fsdp_skill.upstream.cache_update import CacheStage
+        stage = CacheStage(None)
+        stage.write("pytorch/docs/page.md", b"# half")
+        print("staged", flush=True)
+        time.sleep(600)
+    """, skill)
+    left = [p for p in skill.iterdir() if p.name.startswith(".upstream-new-")]
+    assert len(left) == 1
+    assert any(p.file == left[0].name and "interrupted run" in p.message for p in validate(skill).problems)
+    with CacheStage(skill):
+        assert not left[0].exists()
+
+
+def test_a_fetch_killed_between_the_two_renames_gets_the_previous_cache_back(tmp_path: Path) -> None:
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, timeout=60, check=True)
+    dead = int(finished.stdout)  # the pid of a process that has exited
+    old = tmp_path / f".upstream-old-{dead}-abcd1234" / "upstream"
+    (old / "pytorch").mkdir(parents=True)
+    (old / "pytorch" / "MANIFEST.json").write_text("[]\n")
+    with CacheStage(tmp_path):
+        assert (tmp_path / "upstream" / "pytorch" / "MANIFEST.json").read_text() == "[]\n"
+    assert not old.parent.exists()
+
+
+def test_temporary_names_are_ignored_by_git() -> None:
+    names = ["references/.regenerate-123-abcd1234/a.md", "references/.catalog.json.123-abcd1234",
+             "references/.index.sqlite.9-x_y", ".upstream-new-5-abcd1234/x", ".upstream-old-5-abcd1234/x"]
+    result = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, check=False)
+    assert result.stdout.split() == names

@@ -1,0 +1,98 @@
+"""SKILL.md's "torch 2.13 is not what you remember" block: generated from api-drift.md by regenerate, so a
+test fails when the two disagree (and `regenerate --check` reports SKILL.md)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fsdp_skill.build.what_changed import (
+    END,
+    START,
+    WhatChangedError,
+    apply_block,
+    deprecated,
+    new_names,
+    render_block,
+    sync_skill,
+)
+from fsdp_skill.core.catalog import Catalog, load_catalog
+
+ROOT = Path(__file__).resolve().parents[1]
+DRIFT = (ROOT / "references" / "api-drift.md").read_text(encoding="utf-8")
+SKILL = (ROOT / "SKILL.md").read_text(encoding="utf-8")
+
+
+def _block(text: str) -> str:
+    return text[text.index(START) : text.index(END) + len(END)]
+
+
+def test_the_skill_md_block_is_what_regenerate_makes_from_the_committed_api_drift() -> None:
+    catalog = load_catalog(ROOT / "references" / "catalog.json")
+    assert _block(SKILL) == render_block(DRIFT, catalog), "run `fsdp-skill regenerate`"
+
+
+def test_every_deprecated_name_of_api_drift_is_on_the_first_screen_with_its_replacement() -> None:
+    rows = re.findall(r"^\| `(torch\.[\w.]+)` \| `?([\w.]*)`? \|", DRIFT.split("## Deprecated in", 1)[1], re.MULTILINE)
+    assert (
+        len(rows) >= 10 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
+    )
+    block = _block(SKILL)
+    for name, replacement in rows:
+        short = "dist." + name[len("torch.distributed.") :]
+        assert f"`{short}`" in block, name
+        if replacement:
+            assert f"`{short}` → `{replacement.replace('torch.distributed.', 'dist.')}`" in block, name
+
+
+def test_fully_shards_new_dp_mesh_dims_and_its_class_are_listed() -> None:
+    block = _block(SKILL)
+    assert "`dist.fsdp`: `DataParallelMeshDims`" in block and "`fully_shard(dp_mesh_dims=...)`" in block
+    assert "torch.distributed.fsdp.DataParallelMeshDims" in new_names(DRIFT)
+
+
+SMALL_DRIFT = """# API drift
+
+## Public names no page documents (2)
+
+| name | reason | summary |
+|---|---|---|
+| `torch.distributed.fsdp.NewThing` | public in the installed torch, but no autodoc directive on the pinned pages covers it | A new thing. |
+| `torch.distributed.Logger` | no page documents it, and it has no docstring |  |
+
+## Deprecated in torch 2.13.0 (2)
+
+| name | replacement | message |
+|---|---|---|
+| `torch.distributed.old_op` | `torch.distributed.new_op` | use new_op |
+| `torch.distributed.gone` |  | going |
+"""  # noqa: E501 (verbatim api-drift.md rows)
+
+
+def test_render_lists_replacements_bare_deprecations_and_documented_new_names_only() -> None:
+    block = render_block(SMALL_DRIFT, Catalog(torch_version="2.13.0", ref="v2.13.0"))
+    assert deprecated(SMALL_DRIFT) == [
+        ("torch.distributed.old_op", "torch.distributed.new_op"),
+        ("torch.distributed.gone", ""),
+    ]
+    assert "- `dist.old_op` → `dist.new_op`" in block and "- no named replacement: `dist.gone`" in block
+    assert "`dist.fsdp`: `NewThing`" in block and "Logger" not in block  # no docstring, not in a listed module
+
+
+def test_sync_rewrites_only_between_the_markers_and_check_mode_leaves_the_file(tmp_path: Path) -> None:
+    skill = tmp_path / "SKILL.md"
+    skill.write_text(f"# Skill\n\nbefore\n{START}\nstale line\n{END}\nafter\n")
+    catalog = Catalog(torch_version="2.13.0", ref="v2.13.0")
+    assert sync_skill(tmp_path, SMALL_DRIFT, catalog, write=False) is True
+    assert "stale line" in skill.read_text()
+    assert sync_skill(tmp_path, SMALL_DRIFT, catalog, write=True) is True
+    text = skill.read_text()
+    assert "stale line" not in text and text.startswith("# Skill\n\nbefore\n") and text.endswith("\nafter\n")
+    assert sync_skill(tmp_path, SMALL_DRIFT, catalog, write=False) is False
+
+
+def test_a_skill_md_without_markers_is_a_clear_error() -> None:
+    with pytest.raises(WhatChangedError, match="no what-changed markers"):
+        apply_block("# Skill\n", "block")
