@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Run the documented torch.distributed / FSDP examples across ranks, from a plain clone.
 
+Runs the `>>>` docstring examples and the code blocks of the reference pages (programs as the page
+launches them, rank functions through the page's own launcher template; the rest statically checked
+against the installed torch), then the patterns.
+
 From a clone it imports the runner from ../server. From a skill folder written by `fsdp-skill skill install`
 (no server/ there) it uses the installed `fsdp_skill` package and verifies that folder's own catalog.
 Needs only torch (numpy too for the object-collective examples; they are skipped with that reason
@@ -8,6 +12,7 @@ without it; rich, if installed, draws a nicer table). Examples:
 
     python scripts/verify_examples.py                      # every example, gloo, each at its world size
     python scripts/verify_examples.py -k all_reduce --json out.json
+    python scripts/verify_examples.py -k getting-started.md#   # one page's code blocks
     python scripts/verify_examples.py --backend nccl       # on a machine with one GPU per rank
     python scripts/verify_examples.py --only-claims        # the claim checks of assets/checks/ (SKILL.md's statements)
     torchrun --nproc-per-node 2 scripts/verify_examples.py --world-size 2   # as launcher-started ranks

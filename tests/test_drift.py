@@ -83,3 +83,14 @@ def test_deprecation_is_read_from_source_warnings_without_calling_the_function()
 def test_drift_output_is_deterministic() -> None:
     documented = {"torch.distributed.all_reduce", "torch.distributed.fsdp.fully_shard"}
     assert build_drift(documented, torch_version="2.13.0") == build_drift(set(documented), torch_version="2.13.0")
+
+
+def test_a_missing_name_says_whether_torch_lacks_it_or_its_module_needs_an_absent_dependency() -> None:
+    etcd = "torch.distributed.elastic.rendezvous.etcd_rendezvous_backend.create_backend"
+    failure = "importing torch.distributed.elastic.rendezvous.etcd_rendezvous_backend fails: ModuleNotFoundError: No module named 'urllib3'"
+    markdown = build_drift(set(), torch_version="2.13.0",
+                           missing=[(etcd, "rendezvous.md:93"), ("torch.distributed.tensor.placement_types.MaskPartial", "t.md:1")],
+                           import_failures={etcd: failure})
+    rows = {ln.split("|")[1].strip(): ln for ln in _section(markdown, "Documented but missing").split("\n") if ln.startswith("| `")}
+    assert failure in rows[f"`{etcd}`"] and "optional dependency" in rows[f"`{etcd}`"]
+    assert "not in torch 2.13.0" in rows["`torch.distributed.tensor.placement_types.MaskPartial`"]

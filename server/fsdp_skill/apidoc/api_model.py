@@ -60,6 +60,7 @@ class MissingName:
     current_module: str | None  # the page's current module when the directive ran
     origin: str  # the page (or topics.toml) naming it
     line: int
+    why: str | None = None  # a module on its path fails to import (introspect.import_failure), if so
 
     @property
     def qualified_name(self) -> str:
@@ -75,7 +76,8 @@ class MissingName:
     def message(self) -> str:
         """The warning a caller with no use for the event prints instead."""
         module = f" (current module {self.current_module})" if self.current_module else ""
-        return f"{self.directive} {self.name}: cannot import it from the installed torch{module}"
+        why = f": {self.why}" if self.why else ""
+        return f"{self.directive} {self.name}: cannot import it from the installed torch{module}{why}"
 
 
 def walk(doc: ApiDoc) -> list[ApiDoc]:

@@ -4,12 +4,16 @@
    (2.13's `reduce_scatter_tensor` carries it, with category=FutureWarning);
 2. the source calls `warnings.warn(...)` with a FutureWarning/DeprecationWarning whose message
    says "deprecat" — read from `inspect.getsource` text, never by calling the function;
-3. the docstring has a `.. deprecated::` directive, or a note/warning saying "is deprecated".
+3. the docstring has a `.. deprecated::` directive, or a note/warning saying "is deprecated";
+4. for a class member: a sibling's deprecation message names it (`FSDP.set_state_dict_type` warns
+   "FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated", and
+   `state_dict_type` itself says nothing), recorded with the sibling it comes from.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
 from typing import Any
@@ -125,7 +129,43 @@ def from_summary(summary: str) -> Deprecation | None:
     return None
 
 
+def _names_member(message: str, member: str) -> bool:
+    """`Class.member()`, `member()` or `` `member` `` in the message, not as part of a longer name."""
+    return re.search(rf"(?<![\w])(?:\w+\.)?{re.escape(member)}(?:\(\)|`)|`{re.escape(member)}`", message) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _class_deprecations(cls: type) -> tuple[tuple[str, Deprecation], ...]:
+    """(member name, its own deprecation) for every function of the class that states one."""
+    found: list[tuple[str, Deprecation]] = []
+    for name, raw in vars(cls).items():
+        value = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+        if not (inspect.isfunction(value) or isinstance(value, property)):
+            continue
+        dep = from_attribute(value) or from_source(value)
+        if dep is not None:
+            found.append((name, dep))
+    return tuple(found)
+
+
+def from_siblings(parent: Any, member: str) -> Deprecation | None:
+    """A deprecation another member of the same class states for this one (signal 4)."""
+    if not isinstance(parent, type) or not member:
+        return None
+    for cls in parent.__mro__:
+        if cls is object:
+            continue
+        for name, dep in _class_deprecations(cls):
+            if name != member and _names_member(dep.message, member):
+                return Deprecation(
+                    message=f"Stated in the deprecation warning of {parent.__name__}.{name}: {dep.message}",
+                    replacement=dep.replacement,
+                )
+    return None
+
+
 def detect(obj: Any, deprecated_directive: tuple[str, str] | None = None,
-           notes: list[tuple[str, str]] | None = None, summary: str = "") -> Deprecation | None:
+           notes: list[tuple[str, str]] | None = None, summary: str = "",
+           parent: Any = None, member: str = "") -> Deprecation | None:
     return (from_attribute(obj) or from_source(obj) or from_docstring(deprecated_directive, notes or [])
-            or from_summary(summary))
+            or from_summary(summary) or from_siblings(parent, member))

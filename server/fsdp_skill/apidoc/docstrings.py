@@ -70,6 +70,9 @@ def _split_options_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
+_EXPLICIT_SIGNATURE = re.compile(r"\s*\(.*\)\s*(->.*)?$", re.DOTALL)
+
+
 def document(directive: str, argument: str, *, options: dict[str, str], current_module: str | None,
              origin: str, line: int, warn: Warn, missing: Callable[[MissingName], None] | None = None) -> list[ApiDoc]:
     """The ApiDocs an autodoc directive stands for.
@@ -81,9 +84,12 @@ def document(directive: str, argument: str, *, options: dict[str, str], current_
     names = [n.strip() for n in argument.split("\n") if n.strip()] if directive == "autosummary" else [argument.strip()]
     docs: list[ApiDoc] = []
     for name in names:
+        # Sphinx lets a directive spell the signature itself (`autoclass:: Handler()`,
+        # `automethod:: build(rank, store)`); the object is the name before it.
+        name = _EXPLICIT_SIGNATURE.sub("", name)
         resolved = introspect.resolve(name, current_module)
         if resolved is None:
-            event = MissingName(directive, name, current_module, origin, line)
+            event = MissingName(directive, name, current_module, origin, line, introspect.import_failure(name, current_module))
             if missing is not None:
                 missing(event)
             else:
@@ -216,7 +222,7 @@ def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Conte
             f"- `{name}` = `{introspect.format_default(member.value)}`" for name, member in members.items()
         )
         doc.description = (doc.description + "\n\n**Members:**\n\n" + listing).strip()
-    doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body))
+    doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body), parent=parent, member=short)
     doc.aliases = introspect.aliases(qualified_name, obj, kind, also=[documented_name])
     return doc
 

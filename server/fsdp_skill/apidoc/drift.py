@@ -129,9 +129,13 @@ def _summary(obj: Any) -> str:
     return convert_inline(line, escape_html=True)
 
 
-def deprecation_of(obj: Any) -> Deprecation | None:
+def deprecation_of(obj: Any, name: str = "") -> Deprecation | None:
+    """Every signal `deprecation.detect` reads; with the qualified name, a class member also gets the
+    deprecations its siblings state for it."""
     raw = split_docstring(_own_docstring(obj))
-    return deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body))
+    parent = _resolve(name.rsplit(".", 1)[0]) if "." in name else None
+    return deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body),
+                              parent=parent, member=name.rsplit(".", 1)[-1])
 
 
 def _is_type_alias(obj: Any) -> bool:
@@ -178,11 +182,20 @@ def _reason(name: str, obj: Any, dep: Deprecation | None) -> str:
     return "public in the installed torch, but no autodoc directive on the pinned pages covers it"
 
 
+def _missing_reason(import_failure: str | None, torch_version: str) -> str:
+    if import_failure is None:
+        return f"not in torch {torch_version}: its module imports, but has no such name"
+    if re.search(r"No module named '[\w.]+'", import_failure):
+        return f"{import_failure} (an optional dependency that torch does not install and this environment lacks)"
+    return import_failure
+
+
 def build_drift(documented: set[str], *, torch_version: str, ref: str | None = None,
-                missing: Iterable[tuple[str, str]] = ()) -> str:
+                missing: Iterable[tuple[str, str]] = (), import_failures: dict[str, str] | None = None) -> str:
     with warnings.catch_warnings():  # deprecated objects warn when merely inspected
         warnings.simplefilter("ignore")
-        return _build_drift(documented, torch_version=torch_version, ref=ref, missing=missing)
+        return _build_drift(documented, torch_version=torch_version, ref=ref, missing=missing,
+                            import_failures=import_failures or {})
 
 
 @dataclass
@@ -192,14 +205,15 @@ class _Findings:
     undocumented: list[tuple[str, str, str]] = field(default_factory=list)  # (name, reason, summary)
     deprecated: dict[str, Deprecation] = field(default_factory=dict)
     unresolved: dict[str, str] = field(default_factory=dict)  # documented name -> where it is documented
+    import_failures: dict[str, str] = field(default_factory=dict)  # documented name -> why its module does not import
 
 
 def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
-                 missing: Iterable[tuple[str, str]]) -> str:
+                 missing: Iterable[tuple[str, str]], import_failures: dict[str, str]) -> str:
     """The api-drift.md text. documented: qualified names and aliases the references document;
     missing: (name, where) of directives whose name did not import (the autodoc registry's MissingName
     events), added to the names in `documented` that do not resolve."""
-    findings = _Findings(unresolved=dict(missing))
+    findings = _Findings(unresolved=dict(missing), import_failures=import_failures)
     documented_objects = _check_documented(documented, findings)
     _find_undocumented(documented, documented_objects, findings)
     return _render(findings, torch_version, ref)
@@ -220,7 +234,7 @@ def _check_documented(documented: set[str], findings: _Findings) -> dict[int, st
             continue  # an alias (dist.X, FSDP): reported under its qualified name
         if documented_objects[id(obj)] != name:
             continue  # already considered under a better spelling
-        dep = deprecation_of(obj)
+        dep = deprecation_of(obj, name)
         if dep is not None:
             findings.deprecated[name] = dep
     return documented_objects
@@ -273,10 +287,14 @@ def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
         "",
         f"## Documented but missing from torch {torch_version} ({len(findings.unresolved)})",
         "",
-        "The pages name these, but they do not import from the installed torch.",
+        ("The pages name these, but they do not import from the installed torch: either the name is not in it "
+         "(removed or renamed), or its module fails to import here (an optional dependency is not installed)."),
         "",
-        "| name | documented in |",
-        "|---|---|",
+        "| name | documented in | why |",
+        "|---|---|---|",
     ]
-    lines += [f"| `{name}` | {_cell(where)} |" for name, where in sorted(findings.unresolved.items())]
+    lines += [
+        f"| `{name}` | {_cell(where)} | {_cell(_missing_reason(findings.import_failures.get(name), torch_version))} |"
+        for name, where in sorted(findings.unresolved.items())
+    ]
     return "\n".join(lines) + "\n"

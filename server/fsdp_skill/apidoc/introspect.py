@@ -22,7 +22,7 @@ from typing import Any
 PUBLIC_MODULES = [
     "torch.distributed", "torch.distributed.fsdp", "torch.distributed.device_mesh", "torch.distributed.tensor",
     "torch.distributed.tensor.parallel", "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict",
-    "torch.distributed.algorithms.join", "torch.distributed.optim", "torch.nn.parallel",
+    "torch.distributed.algorithms.join", "torch.distributed.optim", "torch.nn.parallel", "torch.distributed.pipelining",
 ]
 # Modules whose attributes count as spellings of a documented object (for aliases).
 ALIAS_MODULES = PUBLIC_MODULES + ["torch.distributed.algorithms", "torch.distributed.distributed_c10d"]
@@ -84,6 +84,27 @@ def resolve(name: str, current_module: str | None) -> Resolved | None:
         resolved = _lookup(candidate)
         if resolved is not None:
             return resolved
+    return None
+
+
+def import_failure(name: str, current_module: str | None) -> str | None:
+    """Why a name `resolve` could not find does not import, when a module on its path raises on import
+    (an optional dependency missing: `...etcd_rendezvous_backend` needs urllib3); None when the module
+    imports and simply lacks the name (the name was removed or renamed)."""
+    name = name.strip().lstrip("~")
+    candidates = [f"{current_module}.{name}", name] if current_module else [name]
+    for candidate in candidates:
+        parts = candidate.split(".")
+        for cut in range(1, len(parts) + 1):  # shortest prefix first: the first module that raises
+            module_name = ".".join(parts[:cut])
+            try:
+                importlib.import_module(module_name)
+            except ModuleNotFoundError as exc:
+                if exc.name == module_name:
+                    break  # no such module: the rest of the path is attributes
+                return f"importing {module_name} fails: {type(exc).__name__}: {exc}"
+            except Exception as exc:  # noqa: BLE001 - any import failure is the reason we report
+                return f"importing {module_name} fails: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return None
 
 

@@ -141,14 +141,16 @@ def _upstream_names(registry: AutodocRegistry) -> set[str]:
     return names
 
 
-def add_drift(out: Collected, registry: AutodocRegistry, torch_version: str, docs_ref: str) -> None:
+def add_drift(out: Collected, registry: AutodocRegistry, torch_version: str, docs_ref: str, extra: str = "") -> None:
+    """api-drift.md; `extra`: sections appended to it (the code names without an API entry)."""
     drift_text = drift.build_drift(
         _upstream_names(registry),
         torch_version=torch_version,
         ref=docs_ref,
         missing=[(m.qualified_name, m.where) for m in registry.missing],
+        import_failures={m.qualified_name: m.why for m in registry.missing if m.why},
     )
-    text = drift_text if drift_text.endswith("\n") else drift_text + "\n"
+    text = (drift_text if drift_text.endswith("\n") else drift_text + "\n") + extra
     spans = split_sections(text)
     description = (
         f"Public names of torch {torch_version} in the covered modules that no page documents, "

@@ -29,6 +29,8 @@ from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import MissingName
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
 from fsdp_skill.build import what_changed
+from fsdp_skill.build import code_names
+from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
@@ -150,7 +152,12 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     for missing in sorted(set(registry.entries) - out.placed):
         warn("assets/topics.toml", 0, f"{missing} was documented but landed in no reference file")
     docs_ref = ref or _docs_ref(root, pages)
-    add_drift(out, registry, torch_version, docs_ref)
+    # Every code block of the references (page code), and the torch names the documented code uses
+    # without an API entry: rows of api-drift.md saying why (code_names).
+    blocks = page_code(out.sections, out.api, {page.id: page.kind for page in pages})
+    patterns = list(load_patterns(root))
+    used_names, without_entry = code_names.uncovered(out.api, code_names.code_texts(blocks, out.examples, patterns, root))
+    add_drift(out, registry, torch_version, docs_ref, extra=code_names.drift_section(used_names, without_entry))
 
     catalog = Catalog(
         torch_version=torch_version,
@@ -160,7 +167,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         sections=out.sections,
         api=sorted(out.api, key=lambda entry: entry.qualified_name),
         examples=out.examples,
-        patterns=list(load_patterns(root)),
+        patterns=patterns,
+        page_code=blocks,
     )
     out.files[CATALOG_FILE] = dump_catalog(catalog)
     problems, covered = problems_and_coverage(out.files, catalog)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 from markdown_it.rules_inline import StateInline
+from markdown_it.rules_inline import image as image_rule
 from markdown_it.rules_inline import link as link_rule
 from markdown_it.token import Token
 from mdit_py_plugins.colon_fence import colon_fence_plugin
@@ -67,6 +68,19 @@ def _recording_link(state: StateInline, silent: bool) -> bool:
     return True
 
 
+def _recording_image(state: StateInline, silent: bool) -> bool:
+    """As `_recording_link`, for `![alt](path)`: a relative image path is resolved like a link's."""
+    start, first_token = state.pos, len(state.tokens)
+    is_image = state.src.startswith("![", state.pos)
+    label_end = state.md.helpers.parseLinkLabel(state, state.pos + 1, False) if is_image else -1
+    if not image_rule(state, silent):
+        return False
+    if not silent:
+        image = next(t for t in state.tokens[first_token:] if t.type == "image")
+        image.meta.update(span=(start, state.pos), label_end=label_end)
+    return True
+
+
 def myst_parser() -> MarkdownIt:
     """The plain CommonMark parser (`core.markdown`) plus the MyST syntax PyTorch's pages use."""
     parser = (
@@ -79,6 +93,7 @@ def myst_parser() -> MarkdownIt:
     )
     parser.inline.ruler.at("myst_role", _recording_myst_role)
     parser.inline.ruler.at("link", _recording_link)
+    parser.inline.ruler.at("image", _recording_image)
     return parser
 
 
@@ -92,7 +107,7 @@ def _replacements(inline: Token, rewrites: Rewrites) -> Iterator[tuple[int, int,
         start, end = child.meta["span"]
         if child.type == "myst_role":
             yield start, end, rewrites.role(text[start:end])
-        elif child.type == "link_open" and rewrites.link is not None:
+        elif child.type in ("link_open", "image") and rewrites.link is not None:
             label_end = child.meta["label_end"]
             if text[label_end + 1 : label_end + 2] != "(":
                 continue  # a reference-style link: its destination is elsewhere

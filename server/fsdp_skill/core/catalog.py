@@ -19,6 +19,7 @@ from fsdp_skill.core.atomic import write_atomic
 from fsdp_skill.core.errors import UserError
 
 __all__ = [
+    "PAGE_CODE_KINDS",
     "SCHEMA_VERSION",
     "ApiEntry",
     "Catalog",
@@ -26,6 +27,7 @@ __all__ = [
     "Deprecation",
     "DoctestStep",
     "Example",
+    "PageCode",
     "Parameter",
     "Pattern",
     "Reference",
@@ -36,7 +38,7 @@ __all__ = [
     "save_catalog",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 ApiKind = Literal["function", "class", "method", "attribute", "property", "module", "data"]
 
@@ -146,6 +148,30 @@ class Example(_Model):
     line: int | None = None
 
 
+PageCodeKind = Literal["program", "rank-function", "continuation", "fragment", "shell", "output"]
+PAGE_CODE_KINDS: tuple[str, ...] = ("program", "rank-function", "continuation", "fragment", "shell", "output")
+
+
+class PageCode(_Model):
+    """A code block of a reference (not a generated signature or a `>>>` doctest: those are `Example`s)."""
+
+    id: str = Field(description="'<reference>#<anchor>:<N>', N = the block's position in its section, from 1.")
+    reference: str
+    anchor: str
+    section: str = Field(description="Title of the section holding the block.")
+    position: int
+    source: str | None = Field(default=None, description="Source id of the page or tutorial it came from.")
+    origin: Literal["page", "tutorial", "docstring"] = "page"
+    line: int = Field(description="1-based line of the opening fence in the reference file.")
+    language: str
+    kind: PageCodeKind
+    code: str
+    uses: list[str] = Field(default_factory=list, description="Ids of earlier blocks of the page it builds on.")
+    launcher: str | None = Field(default=None, description="Rank function: id of the block with the page's launcher template.")
+    defines: list[str] = Field(default_factory=list, description="Top-level names it leaves defined for later blocks.")
+    output: str | None = Field(default=None, description="Output the page shows for it (the text block right after).")
+
+
 class Pattern(_Model):
     """A commented, runnable script under assets/patterns/."""
 
@@ -169,6 +195,7 @@ class Catalog(_Model):
     api: list[ApiEntry] = Field(default_factory=list)
     examples: list[Example] = Field(default_factory=list)
     patterns: list[Pattern] = Field(default_factory=list)
+    page_code: list[PageCode] = Field(default_factory=list)
 
 
 class CatalogError(UserError):

@@ -26,11 +26,12 @@ __all__ = [
 DocumentKind = Literal["section", "api", "example", "pattern"]
 DOCUMENT_KINDS: tuple[DocumentKind, ...] = get_args(DocumentKind)
 
-# A verification result, in the order reports list them: matched, the docs are wrong, not run, broke.
-ExampleStatus = Literal["passed", "doc-bug", "skipped", "failed"]
+# A verification result, in the order reports list them: matched, matched only with declared stand-ins
+# (page code, never plain "passed"), the docs are wrong, statically checked only (nothing ran), not run, broke.
+ExampleStatus = Literal["passed", "passed-with-stand-ins", "doc-bug", "checked", "skipped", "failed"]
 EXAMPLE_STATUSES: tuple[ExampleStatus, ...] = get_args(ExampleStatus)
 # A pattern is a script, not documented output: it passes, fails or is skipped, never a doc-bug.
-PATTERN_STATUSES: tuple[ExampleStatus, ...] = tuple(s for s in EXAMPLE_STATUSES if s != "doc-bug")
+PATTERN_STATUSES: tuple[ExampleStatus, ...] = ("passed", "skipped", "failed")
 # What the server says of an example the report has no row for.
 NotVerified = Literal["not verified"]
 NOT_VERIFIED: NotVerified = "not verified"

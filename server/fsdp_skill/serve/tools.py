@@ -18,6 +18,7 @@ from fsdp_skill.search.query import QueryError, resolve_prefix
 from fsdp_skill.search.ranking import search
 from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve.api_list import ApiListError, api_lines, filter_module, render_page
+from fsdp_skill.serve.page_code import PageCodeCatalog, is_page_code_id, section_code_summary
 from fsdp_skill.serve.results import (
     ApiEntryResult,
     ApiListPage,
@@ -60,12 +61,42 @@ def _closest(word: str, candidates: list[str], n: int = 8) -> list[str]:
     return [lowered[m] for m in difflib.get_close_matches(word.lower(), list(lowered), n=n, cutoff=0.5)]
 
 
+# A suggestion must be this similar in name (difflib ratio) to be offered: 0.75 keeps typos and
+# near-spellings (`all_reduce_tensor` -> `all_reduce`) and drops look-alikes that share only
+# fragments (`transformer_auto_wrap_policy` -> `DefaultLoadPlanner.transform_tensor`).
+CLOSE_NAME_CUTOFF = 0.75
+
+
+def _similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def closest_api_names(query: str, qualified_names: list[str], n: int = 6) -> list[str]:
+    """API names close in *name* to the query: its last dotted part against each name's last part, and
+    a dotted query against the whole qualified name (or its tail of the same length); best first."""
+    query = query.lower()
+    last = query.rsplit(".", 1)[-1]
+    depth = query.count(".") + 1
+    scored: list[tuple[float, str]] = []
+    for name in qualified_names:
+        lowered = name.lower()
+        score = _similarity(last, lowered.rsplit(".", 1)[-1])
+        if depth > 1:
+            tail = ".".join(lowered.split(".")[-depth:])
+            score = max(score, _similarity(query, tail), _similarity(query, lowered))
+        if score >= CLOSE_NAME_CUTOFF:
+            scored.append((score, name))
+    scored.sort(key=lambda item: (-item[0], item[1].count("."), item[1]))
+    return [name for _, name in scored[:n]]
+
+
 class Toolbox:
     def __init__(self, index: DocsIndex, root: Path | None = None) -> None:
         self.index = index
         self.root = (root or repo_root()).resolve()
         self.references_dir = references_dir(self.root)
         self.report = VerificationReport(self.references_dir / "verification.json")
+        self.page_code = PageCodeCatalog(self.references_dir / "catalog.json")
 
     # ------------------------------------------------------------------ search
 
@@ -80,6 +111,7 @@ class Toolbox:
             hits = search(self.index, query, limit=limit, kind=kind)
         except QueryError as exc:
             raise ToolInputError(str(exc)) from None
+        rows = self.report.rows()
         results = [
             SearchResult(
                 id=h.doc.id,
@@ -91,6 +123,9 @@ class Toolbox:
                 url=h.doc.url,
                 snippet=h.snippet,
                 score=round(h.score, 3),
+                code=section_code_summary(rows, h.doc.reference, h.doc.anchor)
+                if h.doc.kind == "section" and h.doc.reference and h.doc.anchor
+                else None,
             )
             for h in hits
         ]
@@ -110,9 +145,8 @@ class Toolbox:
                 best = matches[0][0]
                 names = [q for rank, q in matches if rank == best]
                 return names[0], names[1:]
-        suggestions = _closest(cleaned.rsplit(".", 1)[-1], self.index.all_spellings(), n=6)
-        qualified = [self.index.resolve_name(s)[0][1] for s in suggestions]
-        hint = f" Closest names: {', '.join(dict.fromkeys(qualified))}." if qualified else ""
+        qualified = closest_api_names(cleaned, self.index.all_names())
+        hint = f" Closest names: {', '.join(qualified)}." if qualified else ""
         raise ToolInputError(
             f"no API entry named {quote(symbol)} in the torch {self.index.torch_version} docs.{hint} "
             "Search for it by description (search_docs, or `fsdp-skill search`)."
@@ -320,6 +354,8 @@ class Toolbox:
 
     def get_example(self, name: str) -> ExampleDetail:
         example = self.index.payload("example", name.strip())
+        if example is None and is_page_code_id(name.strip()):
+            return self._page_code_example(name.strip())
         if example is None:
             close = _closest(name, self.index.ids("example"), n=6)
             hint = f" Closest ids: {', '.join(close)}." if close else ""
@@ -351,6 +387,22 @@ class Toolbox:
             status=summarize(statuses),
             verification=statuses,
             torch_version=self.index.torch_version,
+        )
+
+    def _page_code_example(self, name: str) -> ExampleDetail:
+        block = self.page_code.get(name)
+        if block is None:
+            close = _closest(name, self.page_code.ids(), n=6)
+            hint = f" Closest ids: {', '.join(close)}." if close else ""
+            raise ToolInputError(f"no code block {name[:200]!r}.{hint} Page-code ids look like "
+                                 "'getting-started.md#point-to-point-communication:1' (file#anchor:position).")
+        statuses = self.report.statuses(name)
+        return ExampleDetail(
+            id=name, symbol=block.get("section") or "", reference=block["reference"], anchor=block["anchor"],
+            url=None, code=block["code"], steps=[],
+            world_size=statuses[0].world_size if statuses else 1, device="cpu", requires=[], skip=None,
+            status=summarize(statuses), verification=statuses, torch_version=self.index.torch_version,
+            kind=block.get("kind"), language=block.get("language"), origin=block.get("origin"),
         )
 
     def list_patterns(self) -> PatternList:
@@ -391,8 +443,9 @@ class Toolbox:
     ) -> VerifyResult:
         example = self.index.payload("example", name.strip())
         if example is None:
-            self.get_example(name)  # raises with the closest ids
-            raise AssertionError("unreachable")
+            detail = self.get_example(name)  # raises with the closest ids, unless it is a page's code block
+            # Page code runs at the page's own world size (its launcher decides); world_size is not applied to it.
+            example = {"id": detail.id, "world_size": detail.world_size}
         if backend not in ("gloo", "nccl"):
             raise ToolInputError(f"backend must be 'gloo' or 'nccl', got {quote(backend)}")
         size = world_size if world_size is not None else example["world_size"]

@@ -50,6 +50,10 @@ class VerificationReport:
     def statuses(self, name: str) -> list[VerificationStatus]:
         return list(self._load().get(name, []))
 
+    def rows(self) -> dict[str, list[VerificationStatus]]:
+        """Every row by name (page-code summaries group them by section)."""
+        return self._load()
+
 
 def parse_report(text: str) -> dict[str, list[VerificationStatus]]:
     """name → results; a malformed file reads as empty (statuses then say 'not verified')."""

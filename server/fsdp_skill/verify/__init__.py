@@ -16,6 +16,11 @@ Modules, one job each:
 - `patterns`: the header of an assets/patterns/ script, and one run of it under torchrun
 - `catalog_patterns`: the catalog's patterns as report rows (`pattern:<name>`), run after the examples
 - `claims`: the claim checks of assets/checks/ (one per SKILL.md statement) as rows `claim:<name>`, run last
+- page code (the code blocks of the reference pages): `code_shape` (what a block defines, reads, launches),
+  `page_plan` (assemble a block with the blocks it needs and the page's launcher; decide run / static / skip),
+  `launcher` + `page_exec` (the page's own `mp.spawn` / `mp.Process` served by the pool's ranks, in each rank),
+  `standins` (declared stand-ins and stated outcomes), `static_check` (names resolved, calls bound),
+  `page_run` (rows per block), `page_report` (their part of verification.md)
 - `report`: verification.json / verification.md
 - `cli`: the flags shared by `fsdp-skill verify`, `python -m fsdp_skill.verify` and the script
 """
@@ -43,5 +48,5 @@ def __getattr__(name: str) -> Any:
 # the build use (tests/test_layers.py holds other stages to it).
 __all__ = [
     "ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select",
-    "args", "claims", "cli", "examples", "patterns", "plan", "pool", "report", "runner",
+    "args", "claims", "cli", "code_shape", "examples", "patterns", "plan", "pool", "report", "runner", "static_check",
 ]

@@ -34,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     which = p.add_mutually_exclusive_group()
     which.add_argument("--no-patterns", action="store_true", help="run the examples only, not assets/patterns/")
     which.add_argument("--only-patterns", action="store_true", help="run the patterns in assets/patterns/ only")
+    p.add_argument("--no-page-code", action="store_true",
+                   help="leave out the code blocks of the reference pages (run or statically checked by default)")
     which.add_argument("--only-claims", action="store_true",
                        help="run only the claim checks in assets/checks/ (each backs a SKILL.md statement)")
     p.add_argument("--no-claims", action="store_true", help="do not run the claim checks in assets/checks/")

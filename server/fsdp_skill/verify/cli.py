@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,8 @@ from .examples import (
     read_catalog,
     select,
 )
+from . import page_run
+from .page_plan import PageBlock, blocks_from_catalog
 from .patterns import PatternHeaderError
 from .plan import MAX_LOCAL_RANKS
 from .report import (
@@ -55,7 +57,8 @@ from .report import (
 )
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
-_STATUS_STYLE = {"passed": "green", "doc-bug": "yellow", "skipped": "dim", "failed": "bold red"}
+_STATUS_STYLE = {"passed": "green", "passed-with-stand-ins": "green", "doc-bug": "yellow", "checked": "cyan",
+                 "skipped": "dim", "failed": "bold red"}
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -87,6 +90,8 @@ class _Selection:
     patterns: list[PatternSpec]
     claims: list[ClaimCheck]
     known: set[str]  # every example and pattern id in the catalog (the report drops rows of others)
+    data: dict[str, Any] = field(default_factory=dict)  # the catalog, for page code (page_run)
+    page_blocks: list[PageBlock] = field(default_factory=list)  # the selected code blocks of the pages
 
 
 def _selected(args: argparse.Namespace) -> _Selection:
@@ -112,13 +117,19 @@ def _selected(args: argparse.Namespace) -> _Selection:
     if no_patterns and pattern_ids:
         raise UserError(f"--no-patterns runs no patterns, but --id {pattern_ids[0]!r} names one: drop one of the two")
     # Ids that name only patterns select no example (and the reverse): --id is "exactly these".
+    # Page code ids are 'file.md#anchor:N' (see page_plan); the rest of example_ids are doctest examples.
+    page_ids = [i for i in example_ids if ".md#" in i and i.rsplit(":", 1)[-1].isdigit()]
+    example_ids = [i for i in example_ids if i not in page_ids]
+    no_page_code = only_patterns or only_claims or getattr(args, "no_page_code", False)
+    all_blocks = [] if no_page_code else blocks_from_catalog(data)
+    blocks = [] if ids and not page_ids else page_run.select_blocks(all_blocks, page_ids, args.pattern)
     examples = [] if ids and not example_ids else select(all_examples, ids=example_ids, pattern=args.pattern)
     patterns = [] if ids and not pattern_ids else select_patterns(all_patterns, ids=ids, pattern=args.pattern)
     try:
         claims = [] if ids and not claim_ids else select_checks(all_claims, ids=claim_ids, pattern=args.pattern)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    if not examples and not patterns and not claims:
+    if not examples and not patterns and not claims and not blocks:
         if only_patterns and not all_patterns:
             raise UserError(f"{path} lists no patterns: regenerate it with `fsdp-skill regenerate`")
         if only_claims and not all_claims:
@@ -140,7 +151,8 @@ def _selected(args: argparse.Namespace) -> _Selection:
         if isinstance(p, dict) and isinstance(p.get("name"), str)
     }
     known |= {c.id for c in all_claims}
-    return _Selection(data.get("torch_version"), examples, patterns, claims, known)
+    known |= {b.id for b in blocks_from_catalog(data)}
+    return _Selection(data.get("torch_version"), examples, patterns, claims, known, data, blocks)
 
 
 def _claim_checks() -> list[ClaimCheck]:
@@ -190,8 +202,9 @@ def print_table(results: list[Result], label: str = "example") -> None:
         note = r.get("reason") or ""
         if r.get("warnings"):
             note = (note + "\n" if note else "") + "warns: " + "; ".join(r["warnings"])
-        style = _STATUS_STYLE.get(r["status"], "")
-        table.add_row(r["name"], str(r["world_size"]), f"[{style}]{r['status']}[/]", f"{r['seconds']:.2f}", note)
+        style = _STATUS_STYLE.get(r["status"])
+        status = f"[{style}]{r['status']}[/]" if style else r["status"]
+        table.add_row(r["name"], str(r["world_size"]), status, f"{r['seconds']:.2f}", note)
     Console().print(table)
 
 
@@ -222,13 +235,14 @@ PATTERNS_UNDER_TORCHRUN = (
 )
 
 
-def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any) -> list[Result] | None:
-    """The examples' results; None on a torchrun rank other than 0 (rank 0 reports for everyone)."""
-    if not specs:
+def _run_examples(specs: list[ExampleSpec], options: RunOptions, progress: Any,
+                  planned: list[ExampleSpec] = ()) -> list[Result] | None:  # type: ignore[assignment]
+    """The examples' (and planned page code's) results; None on a torchrun rank other than 0."""
+    if not specs and not planned:
         return []
     if launched_by_torchrun():
-        return run_launched(specs, options, progress=progress)
-    return run_spawned(specs, options, progress=progress)
+        return run_launched(specs, options, progress=progress) if specs else []
+    return run_spawned(specs, options, progress=progress, planned=list(planned))
 
 
 def cli_verify(args: argparse.Namespace) -> int:
@@ -238,7 +252,7 @@ def cli_verify(args: argparse.Namespace) -> int:
             writable_root("--write-report rewrites references/verification.{md,json}")
         chosen = _selected(args)
         launched = launched_by_torchrun()
-        if launched and not chosen.examples:  # patterns and claim checks each start their own torchrun
+        if launched and not chosen.examples and not chosen.page_blocks:  # patterns and claims start their own torchrun
             raise UserError(
                 "under torchrun only examples run (each pattern starts its own torchrun) and none is selected: "
                 "run `fsdp-skill verify --only-patterns` without a launcher"
@@ -252,18 +266,29 @@ def cli_verify(args: argparse.Namespace) -> int:
     torch_version = torch.__version__.split("+")[0]
     patterns = [] if launched else chosen.patterns
     claims = [] if launched else chosen.claims
-    progress = _progress_printer(len(chosen.examples) + len(patterns) + len(claims))
+    page_context, page_plans = page_run.plan_all(chosen.data, chosen.page_blocks, options.backend)
+    # Page code runs at the page's own world size in the spawned pool; under torchrun only its static checks run.
+    page_specs = [] if launched else page_run.runnable_specs(page_plans)
+    page_rows = page_run.static_rows(page_context, page_plans, options.backend)
+    progress = _progress_printer(len(chosen.examples) + len(page_specs) + len(patterns) + len(claims))
     try:
-        results = _run_examples(chosen.examples, options, progress)
+        ran = _run_examples(chosen.examples, options, progress, page_specs)
     except ValueError as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
-    if results is None:
+    finally:
+        page_run.remove_workdir()
+    if ran is None:
         return 0
+    results, page_rows = page_run.split_results(ran, page_rows, page_plans, chosen.examples, chosen.page_blocks)
     pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
     claim_results = run_checks(claims, options.timeout_s, progress=progress)
     _print_outcome(results, pattern_results, claim_results, chosen, options, torch_version, launched)
-    everything = results + pattern_results + claim_results
+    if page_rows:
+        print_table(page_rows, label="page code")
+        print_details(page_rows)
+        print("\n".join(page_run.summary_lines(page_rows)))
+    everything = results + page_rows + pattern_results + claim_results
     if not _write_reports(args, build_report(everything, torch_version), chosen, options):
         return 2
     return 1 if any(r["status"] == "failed" for r in everything) else 0

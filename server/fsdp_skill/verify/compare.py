@@ -39,11 +39,12 @@ _CAPABILITY_ERRORS: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(
             r"Torch not compiled with CUDA|Found no NVIDIA driver|No CUDA GPUs are available|CUDA driver|"
-            r"when CUDA is available|requires CUDA|CUDA is not available"
+            r"when CUDA is available|requires CUDA|CUDA is not available|needs a non-CPU accelerator"
         ),
         "needs CUDA",
     ),
     (re.compile(r"Numpy is not available|No module named 'numpy'"), "needs numpy"),
+    (re.compile(r"No module named '(?!torch\b)[\w.]+'"), "needs a package this environment lacks"),
     (
         re.compile(
             r"gloo[^\n]*(does not support|not supported|unsupported)|"

@@ -17,6 +17,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any
 
+from . import page_exec
 from .module_globals import module_globals
 from .rewrite import BACKEND_NAME, DEVICE_NAME, rewrite_tree
 
@@ -75,11 +76,14 @@ def _namespace(ctx: RankContext, symbol: str | None) -> dict[str, Any]:
     return namespace
 
 
-def _compile_unit(source: str, filename: str, backend: str) -> tuple[Any, Any]:
+def _compile_unit(source: str, filename: str, backend: str, page: bool = False) -> tuple[Any, Any]:
     """(code for the statements, code for a trailing expression or None) — doctest's displayhook rule."""
     # linecache lets tracebacks and faulthandler show the example's own lines.
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
-    tree = rewrite_tree(ast.parse(source, filename), backend)
+    tree = ast.parse(source, filename)
+    if page:  # page code: its own launcher and rank-device idioms (see page_exec)
+        tree = page_exec.rewrite(tree, backend)
+    tree = rewrite_tree(tree, backend)
     tail = None
     last = tree.body[-1] if tree.body else None
     if isinstance(last, ast.Expr):
@@ -134,22 +138,28 @@ def run_example(payload: dict[str, Any], ctx: RankContext, barrier: bool = True)
     torch.manual_seed(0)  # examples using randn print the same numbers run after run
     torch.set_default_dtype(torch.float32)
     namespace = _namespace(ctx, payload.get("symbol"))
+    page = payload.get("page")
+    if page is not None:
+        page_exec.prepare(namespace, page, ctx)
     outputs: dict[str, str] = {}
     error: dict[str, Any] | None = None
     started = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
+    with page_exec.launch_environment(page, ctx), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for index, unit in enumerate(payload["units"]):
             filename = f"<{payload['id']} line {unit.get('line')}>"
             buffer = io.StringIO()
             try:
-                body, tail = _compile_unit(unit["source"], filename, ctx.backend)
+                body, tail = _compile_unit(unit["source"], filename, ctx.backend, page is not None)
                 with contextlib.redirect_stdout(buffer):
                     exec(body, namespace)
                     value = eval(tail, namespace) if tail is not None else None
                     if value is not None:
                         print(repr(value))
-            except (Exception, SystemExit) as exc:  # the example's failure is the result, not the runner's
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - the example's failure is the result, not the runner's
+                # (torch's CheckpointException derives from BaseException: it must not kill the rank)
                 error = {
                     "unit": index,
                     "line": unit.get("line"),
@@ -161,6 +171,8 @@ def run_example(payload: dict[str, Any], ctx: RankContext, barrier: bool = True)
                     error["undefined_name"] = undefined
                 break
             outputs[str(index)] = buffer.getvalue()
+        if error is None and page is not None:
+            error = page_exec.launch_error(namespace, page, ctx)
         if error is None and ctx.device.type == "cuda":
             torch.cuda.synchronize(ctx.device)
     seen: dict[str, None] = {}

@@ -27,6 +27,7 @@ from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # std
 
 from .catalog_patterns import PATTERN_PREFIX
 from .claims import CLAIM_PREFIX
+from .page_report import is_page_row, page_section
 
 
 def _key(result: dict[str, Any]) -> tuple[str, str, int]:
@@ -144,7 +145,9 @@ def _claims_section(claims: list[dict[str, Any]]) -> list[str]:
 
 def render_markdown(report: dict[str, Any]) -> str:
     claims = [r for r in report["results"] if str(r["name"]).startswith(CLAIM_PREFIX)]
-    results = [r for r in report["results"] if not str(r["name"]).startswith((PATTERN_PREFIX, CLAIM_PREFIX))]
+    pages = [r for r in report["results"] if is_page_row(r)]
+    results = [r for r in report["results"]
+               if not str(r["name"]).startswith((PATTERN_PREFIX, CLAIM_PREFIX)) and not is_page_row(r)]
     patterns = [r for r in report["results"] if str(r["name"]).startswith(PATTERN_PREFIX)]
     backends = sorted({r["backend"] for r in report["results"]})
     lines = [
@@ -177,6 +180,8 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"| `{_cell(r['name'])}` | {r['backend']} | {r['world_size']} | {r['status']} | {_cell(r.get('reason'))} "
             f"| {_cell(warnings)} |"
         )
+    if pages:
+        lines += page_section(pages)
     if patterns:
         lines += _patterns_section(patterns)
     if claims:

@@ -50,7 +50,11 @@ def launched_by_torchrun(environ: dict[str, str] | None = None) -> bool:
 
 def payload_for(spec: ExampleSpec) -> dict[str, Any]:
     # The symbol picks the module globals the example runs in (see `module_globals`).
-    return {"id": spec.id, "symbol": spec.symbol, "units": [u.to_json() for u in spec.units]}
+    payload = {"id": spec.id, "symbol": spec.symbol, "units": [u.to_json() for u in spec.units]}
+    page = getattr(spec, "page", None)
+    if page is not None:  # page code: how the page launches it (see page_exec)
+        payload["page"] = page
+    return payload
 
 
 def make_result(
@@ -210,12 +214,19 @@ def _run_groups(
 
 
 def run_spawned(
-    specs: list[ExampleSpec], options: RunOptions, caps: Capabilities | None = None, progress: Progress | None = None
+    specs: list[ExampleSpec], options: RunOptions, caps: Capabilities | None = None, progress: Progress | None = None,
+    planned: list[ExampleSpec] = (),  # type: ignore[assignment]
 ) -> list[Result]:
-    """Results in the order of `specs`; world-size groups run smallest first, all in one pool."""
+    """Results in the order of `specs` then `planned`; world-size groups run smallest first, all in one pool.
+
+    `planned`: specs already planned elsewhere (page code, see page_plan), run at their own world size.
+    """
     caps = caps or Capabilities.detect()
     results: dict[str, Result] = {}
     groups = _plan(specs, options, caps, results)
+    for spec in planned:
+        groups.setdefault(spec.world_size, []).append(spec)
+    specs = [*specs, *planned]
     if progress:
         for spec in specs:
             if spec.id in results:

@@ -171,10 +171,18 @@ def table_directive(conv: RstContext, kind: str, title: str, body: list[str], li
         return head + [fence(content, "text")]
 
 
+_NESTED_MEMBER = re.compile(r"^\s*\.\. auto(?:method|attribute|property)::\s*(.+?)\s*$")
+
+
 def autodoc(conv: RstContext, name: str, argument: str, body: list[str], lineno: int) -> list[Block]:
     options, content, _ = split_options(body)
     if name == "autosummary":
         argument = "\n".join(ln.strip() for ln in content if ln.strip() and not ln.lstrip().startswith(":"))
+    nested = [m.group(1) for ln in content if (m := _NESTED_MEMBER.match(ln))]
+    if nested and name in ("autoclass", "autoexception") and options.get("members", "x").strip():
+        # Sphinx documents `.. automethod:: build(rank, store)` in an autoclass body as a member of it.
+        names = [n.split("(", 1)[0].strip() for n in nested]
+        options = {**options, "members": ", ".join([*filter(None, options.get("members", "").split(",")), *names])}
     if conv.autodoc is None:
         conv.warn(conv.origin, lineno, f"{name} {argument.splitlines()[0] if argument else ''} dropped: "
                                        "no docstring resolver in this context".replace("  ", " "))
