@@ -20,11 +20,19 @@ if not DOCS.is_dir():
     DOCS = Path(__file__).resolve().parents[2] / "shared" / "upstream" / "pytorch" / "docs" / "source"
 
 
-def doc_of(directive: str, argument: str, current_module: str | None = "torch.distributed",
-           **options: str) -> tuple[list[ApiDoc], list[str]]:
+def doc_of(
+    directive: str, argument: str, current_module: str | None = "torch.distributed", **options: str
+) -> tuple[list[ApiDoc], list[str]]:
     warnings: list[str] = []
-    docs = document(directive, argument, options=options, current_module=current_module, origin="page.md",
-                    line=7, warn=lambda o, ln, m: warnings.append(f"{o}:{ln}: {m}"))
+    docs = document(
+        directive,
+        argument,
+        options=options,
+        current_module=current_module,
+        origin="page.md",
+        line=7,
+        warn=lambda o, ln, m: warnings.append(f"{o}:{ln}: {m}"),
+    )
     return docs, warnings
 
 
@@ -66,15 +74,18 @@ def test_annotations_show_typevars_and_builtin_callables_as_written_in_the_sourc
     stateful = TypeVar("StatefulT")
     assert introspect.format_annotation(dict[str, Union[stateful, Any]]) == "dict[str, Union[StatefulT, Any]]"
     assert introspect.format_annotation(callable) == "callable"
-    [doc], _ = doc_of("automethod", "FullyShardedDataParallel.register_comm_hook",
-                      current_module="torch.distributed.fsdp")
+    [doc], _ = doc_of(
+        "automethod", "FullyShardedDataParallel.register_comm_hook", current_module="torch.distributed.fsdp"
+    )
     assert "hook: callable" in (doc.signature or "") and "<built-in" not in (doc.signature or "")
 
 
 def test_google_item_with_its_type_after_a_colon_keeps_type_and_description_apart() -> None:
     # set_state_dict writes "model_state_dict: (Union[...]):" and "optim_state_dict: OptimizerStateType:".
-    doc = split_docstring("Load.\n\nArgs:\n    sd: (Union[Dict[str, V], Dict[int, V]]):\n        the state to load.\n"
-                          "    osd: OptimizerStateType:\n        the optimizer state.\n    x: The x: a value.\n")
+    doc = split_docstring(
+        "Load.\n\nArgs:\n    sd: (Union[Dict[str, V], Dict[int, V]]):\n        the state to load.\n"
+        "    osd: OptimizerStateType:\n        the optimizer state.\n    x: The x: a value.\n"
+    )
     assert [(p.name, p.type, p.description) for p in doc.params] == [
         ("sd", "Union[Dict[str, V], Dict[int, V]]", "the state to load."),
         ("osd", "OptimizerStateType", "the optimizer state."),
@@ -91,8 +102,10 @@ def test_autofunction_resolves_against_the_current_module_with_signature_params_
     assert next(p for p in doc.parameters if p.name == "group").default == "None"
     assert doc.summary.startswith("Reduces the tensor data across all machines")
     assert doc.examples and doc.examples[0].world_size == 2
-    assert doc.examples[0].steps[-1].expected_by_rank == {0: "tensor([4.+4.j, 6.+6.j], device='cuda:0')",
-                                                          1: "tensor([4.+4.j, 6.+6.j], device='cuda:1')"}
+    assert doc.examples[0].steps[-1].expected_by_rank == {
+        0: "tensor([4.+4.j, 6.+6.j], device='cuda:0')",
+        1: "tensor([4.+4.j, 6.+6.j], device='cuda:1')",
+    }
     assert {"dist.all_reduce", "all_reduce", "torch.distributed.distributed_c10d.all_reduce"} <= set(doc.aliases)
 
 
@@ -129,12 +142,18 @@ def test_deprecated_function_carries_its_message_and_replacement() -> None:
 
 @pytest.mark.torch
 def test_automodule_with_an_explicit_members_list_documents_those_classes_with_their_members() -> None:
-    docs, _ = doc_of("automodule", "torch.distributed.optim", current_module=None,
-                     members="DistributedOptimizer, PostLocalSGDOptimizer, ZeroRedundancyOptimizer")
+    docs, _ = doc_of(
+        "automodule",
+        "torch.distributed.optim",
+        current_module=None,
+        members="DistributedOptimizer, PostLocalSGDOptimizer, ZeroRedundancyOptimizer",
+    )
     [module] = docs
     assert [m.qualified_name for m in module.members] == [
-        "torch.distributed.optim.DistributedOptimizer", "torch.distributed.optim.PostLocalSGDOptimizer",
-        "torch.distributed.optim.ZeroRedundancyOptimizer"]
+        "torch.distributed.optim.DistributedOptimizer",
+        "torch.distributed.optim.PostLocalSGDOptimizer",
+        "torch.distributed.optim.ZeroRedundancyOptimizer",
+    ]
     assert any(m.kind == "method" for m in module.members[2].members)
 
 
@@ -171,8 +190,9 @@ def test_members_of_a_renamed_class_follow_its_public_path_and_keep_the_document
 
 @pytest.mark.torch
 def test_an_object_no_covered_module_exports_keeps_the_name_it_was_documented_under() -> None:
-    [doc], _ = doc_of("autofunction", "torch.distributed.checkpoint.format_utils.dcp_to_torch_save",
-                      current_module=None)
+    [doc], _ = doc_of(
+        "autofunction", "torch.distributed.checkpoint.format_utils.dcp_to_torch_save", current_module=None
+    )
     assert doc.qualified_name == doc.documented_name == "torch.distributed.checkpoint.format_utils.dcp_to_torch_save"
     # torch.distributed.algorithms is not a covered module; .algorithms.join is (its __all__ lists Join).
     [join], _ = doc_of("autoclass", "torch.distributed.algorithms.Join", current_module=None)
@@ -198,8 +218,9 @@ def test_catalog_models_carry_anchor_reference_and_numbered_example_ids() -> Non
     [doc], _ = doc_of("autofunction", "all_reduce")
     examples = to_examples(doc, reference="collectives.md", anchor=doc.qualified_name, source="pytorch/pytorch:x")
     assert [e.id for e in examples] == [f"torch.distributed.all_reduce#{n}" for n in range(1, len(examples) + 1)]
-    entry = to_api_entry(doc, reference="collectives.md", anchor=doc.qualified_name, url=None,
-                         example_ids=[e.id for e in examples])
+    entry = to_api_entry(
+        doc, reference="collectives.md", anchor=doc.qualified_name, url=None, example_ids=[e.id for e in examples]
+    )
     assert entry.examples == [e.id for e in examples] and entry.kind == "function"
 
 
@@ -244,8 +265,15 @@ def test_every_upstream_autodoc_directive_renders_clean_and_keeps_every_doctest_
     unresolved: list[str] = []
     for page, line, directive, argument, options, current in directives:
         warnings: list[str] = []
-        docs = document(directive, argument, options=options, current_module=current, origin=page, line=line,
-                        warn=lambda o, ln, m: warnings.append(m))
+        docs = document(
+            directive,
+            argument,
+            options=options,
+            current_module=current,
+            origin=page,
+            line=line,
+            warn=lambda o, ln, m: warnings.append(m),
+        )
         unresolved += [w for w in warnings if "cannot import" in w]
         for doc in docs:
             assert artefacts(render_api(doc, level=3)) == [], doc.qualified_name
@@ -263,8 +291,9 @@ def test_every_upstream_autodoc_directive_renders_clean_and_keeps_every_doctest_
     # MaskPartial was removed from torch 2.13; the etcd rendezvous backend's module imports urllib3, which
     # torch does not install: both become api-drift rows, each warning saying why.
     assert len(unresolved) == 3, unresolved
-    assert "MaskPartial" in unresolved[0] and unresolved[0].endswith("cannot import it from the installed torch "
-                                                                      "(current module torch.distributed.tensor.placement_types)")
+    assert "MaskPartial" in unresolved[0] and unresolved[0].endswith(
+        "cannot import it from the installed torch (current module torch.distributed.tensor.placement_types)"
+    )
     for etcd in unresolved[1:]:
         assert "etcd_rendezvous_backend" in etcd and "No module named 'urllib3'" in etcd
 
@@ -276,8 +305,12 @@ def test_an_object_autodocumented_under_two_spellings_renders_once_where_the_sho
     registry = AutodocRegistry(lambda o, ln, m: None)
     hook = registry.hook(origin="distributed.md", source=None, page_url="https://docs/distributed.html")
     hook("currentmodule", "torch.distributed", {}, 1, 3)
-    page = ("## Initialization\n\n" + hook("autofunction", "torch.distributed.distributed_c10d.irecv", {}, 2, 3)
-            + "\n## Point-to-point\n\n" + hook("autofunction", "irecv", {}, 9, 3))
+    page = (
+        "## Initialization\n\n"
+        + hook("autofunction", "torch.distributed.distributed_c10d.irecv", {}, 2, 3)
+        + "\n## Point-to-point\n\n"
+        + hook("autofunction", "irecv", {}, 9, 3)
+    )
     expanded = registry.expand(page)
     assert expanded.count('<a id="torch.distributed.irecv"></a>') == 1
     assert expanded.index("## Point-to-point") < expanded.index('<a id="torch.distributed.irecv"></a>')
@@ -334,11 +367,15 @@ def test_a_registry_places_no_entry_for_a_module_without_a_docstring() -> None:
 
 
 def test_a_directive_that_spells_the_signature_documents_the_name_before_it_and_a_failed_import_says_why() -> None:
-    [doc], warnings = doc_of("autoclass", "DynamicRendezvousHandler()",
-                             current_module="torch.distributed.elastic.rendezvous.dynamic_rendezvous")
+    [doc], warnings = doc_of(
+        "autoclass",
+        "DynamicRendezvousHandler()",
+        current_module="torch.distributed.elastic.rendezvous.dynamic_rendezvous",
+    )
     assert doc.qualified_name.endswith("DynamicRendezvousHandler") and warnings == []
-    docs, warnings = doc_of("autofunction", "create_backend",
-                            current_module="torch.distributed.elastic.rendezvous.etcd_rendezvous_backend")
+    docs, warnings = doc_of(
+        "autofunction", "create_backend", current_module="torch.distributed.elastic.rendezvous.etcd_rendezvous_backend"
+    )
     if not docs:  # urllib3 absent (as in the pinned environment): the warning names the failing import
         assert "importing torch.distributed.elastic.rendezvous.etcd_rendezvous_backend fails" in warnings[0]
 
@@ -352,18 +389,28 @@ def test_an_automethod_nested_in_an_autoclass_body_documents_that_member() -> No
         calls.append((directive, argument, options))
         return ""
 
-    rst_to_markdown(".. autoclass:: RendezvousStoreInfo\n\n   .. automethod:: build(rank, store)\n", origin="x.rst",
-                    warn=lambda o, ln, m: None, autodoc=hook)
+    rst_to_markdown(
+        ".. autoclass:: RendezvousStoreInfo\n\n   .. automethod:: build(rank, store)\n",
+        origin="x.rst",
+        warn=lambda o, ln, m: None,
+        autodoc=hook,
+    )
     assert calls == [("autoclass", "RendezvousStoreInfo", {"members": "build"})]
 
 
 def test_a_member_a_siblings_deprecation_message_names_is_marked_deprecated_saying_where_it_is_stated() -> None:
-    [doc], _ = doc_of("autoclass", "torch.distributed.fsdp.FullyShardedDataParallel", current_module=None,
-                      members="state_dict_type, set_state_dict_type, summon_full_params")
+    [doc], _ = doc_of(
+        "autoclass",
+        "torch.distributed.fsdp.FullyShardedDataParallel",
+        current_module=None,
+        members="state_dict_type, set_state_dict_type, summon_full_params",
+    )
     by_name = {m.qualified_name.rsplit(".", 1)[-1]: m for m in doc.members}
     assert by_name["set_state_dict_type"].deprecation is not None
     stated = by_name["state_dict_type"].deprecation
-    assert stated is not None and stated.message.startswith("Stated in the deprecation warning of FullyShardedDataParallel.set_state_dict_type")
+    assert stated is not None and stated.message.startswith(
+        "Stated in the deprecation warning of FullyShardedDataParallel.set_state_dict_type"
+    )
     assert by_name["summon_full_params"].deprecation is None  # not named by any sibling's message
 
 

@@ -44,11 +44,14 @@ def test_a_re_export_of_a_documented_object_counts_as_documented() -> None:
 
 @pytest.mark.torch
 def test_documented_deprecated_names_are_listed_with_their_replacement() -> None:
-    markdown = build_drift({"torch.distributed.reduce_scatter_tensor",
-                            "torch.distributed.distributed_c10d.reduce_scatter_tensor"}, torch_version="2.13.0")
+    markdown = build_drift(
+        {"torch.distributed.reduce_scatter_tensor", "torch.distributed.distributed_c10d.reduce_scatter_tensor"},
+        torch_version="2.13.0",
+    )
     rows = [ln for ln in _section(markdown, "Deprecated").split("\n") if "reduce_scatter_tensor" in ln]
-    assert len(rows) == 1 and rows[0].startswith("| `torch.distributed.reduce_scatter_tensor` | "
-                                                 "`torch.distributed.reduce_scatter_single` |")
+    assert len(rows) == 1 and rows[0].startswith(
+        "| `torch.distributed.reduce_scatter_tensor` | `torch.distributed.reduce_scatter_single` |"
+    )
 
 
 def test_documented_names_that_do_not_import_are_listed_as_missing() -> None:
@@ -87,10 +90,20 @@ def test_drift_output_is_deterministic() -> None:
 
 def test_a_missing_name_says_whether_torch_lacks_it_or_its_module_needs_an_absent_dependency() -> None:
     etcd = "torch.distributed.elastic.rendezvous.etcd_rendezvous_backend.create_backend"
-    failure = "importing torch.distributed.elastic.rendezvous.etcd_rendezvous_backend fails: ModuleNotFoundError: No module named 'urllib3'"
-    markdown = build_drift(set(), torch_version="2.13.0",
-                           missing=[(etcd, "rendezvous.md:93"), ("torch.distributed.tensor.placement_types.MaskPartial", "t.md:1")],
-                           import_failures={etcd: failure})
-    rows = {ln.split("|")[1].strip(): ln for ln in _section(markdown, "Documented but missing").split("\n") if ln.startswith("| `")}
+    failure = (
+        "importing torch.distributed.elastic.rendezvous.etcd_rendezvous_backend fails: "
+        "ModuleNotFoundError: No module named 'urllib3'"
+    )
+    markdown = build_drift(
+        set(),
+        torch_version="2.13.0",
+        missing=[(etcd, "rendezvous.md:93"), ("torch.distributed.tensor.placement_types.MaskPartial", "t.md:1")],
+        import_failures={etcd: failure},
+    )
+    rows = {
+        ln.split("|")[1].strip(): ln
+        for ln in _section(markdown, "Documented but missing").split("\n")
+        if ln.startswith("| `")
+    }
     assert failure in rows[f"`{etcd}`"] and "optional dependency" in rows[f"`{etcd}`"]
     assert "not in torch 2.13.0" in rows["`torch.distributed.tensor.placement_types.MaskPartial`"]

@@ -46,8 +46,16 @@ HELPER = """def helper(t):
 
 
 def _section(anchor: str, markdown: str, line: int = 10, source: str = "pytorch/tutorials:t.rst") -> Section:
-    return Section(id=f"t.md#{anchor}", reference="t.md", anchor=anchor, title=anchor, level=2, markdown=markdown,
-                   source=source, line=line)
+    return Section(
+        id=f"t.md#{anchor}",
+        reference="t.md",
+        anchor=anchor,
+        title=anchor,
+        level=2,
+        markdown=markdown,
+        source=source,
+        line=line,
+    )
 
 
 def _fence(code: str, language: str = "python") -> str:
@@ -58,19 +66,31 @@ def _tutorial() -> list[Section]:
     return [
         _section("setup", "Template:\n\n" + _fence(TEMPLATE)),
         _section("p2p", _fence(RANK_FN) + "\nThe output:\n\n" + _fence("tensor([4.])\n", "text")),
-        _section("helpers", _fence(HELPER) + "\n" + _fence("torchrun --nproc-per-node 2 run.py\n", "bash")
-                 + "\n" + _fence("model = FSDP(model)\n")),
+        _section(
+            "helpers",
+            _fence(HELPER)
+            + "\n"
+            + _fence("torchrun --nproc-per-node 2 run.py\n", "bash")
+            + "\n"
+            + _fence("model = FSDP(model)\n"),
+        ),
     ]
 
 
 def test_each_block_gets_a_kind_an_id_by_anchor_and_position_and_the_rank_function_its_launcher() -> None:
     found = {b.id: b for b in page_code(_tutorial(), [], {"pytorch/tutorials:t.rst": "tutorial"})}
     assert {i: b.kind for i, b in found.items()} == {
-        "t.md#setup:1": "program", "t.md#p2p:1": "rank-function", "t.md#p2p:2": "output",
-        "t.md#helpers:1": "fragment", "t.md#helpers:2": "shell", "t.md#helpers:3": "fragment",
+        "t.md#setup:1": "program",
+        "t.md#p2p:1": "rank-function",
+        "t.md#p2p:2": "output",
+        "t.md#helpers:1": "fragment",
+        "t.md#helpers:2": "shell",
+        "t.md#helpers:3": "fragment",
     }
     assert found["t.md#p2p:1"].launcher == "t.md#setup:1" and found["t.md#p2p:1"].output == "tensor([4.])"
-    assert found["t.md#p2p:1"].origin == "tutorial" and found["t.md#p2p:1"].line == 10  # the section line + the fence's offset in it
+    assert (
+        found["t.md#p2p:1"].origin == "tutorial" and found["t.md#p2p:1"].line == 10
+    )  # the section line + the fence's offset in it
 
 
 def test_a_block_that_only_uses_earlier_blocks_names_is_a_continuation() -> None:
@@ -80,8 +100,14 @@ def test_a_block_that_only_uses_earlier_blocks_names_is_a_continuation() -> None
 
 
 def test_an_api_entrys_signature_and_doctests_are_not_page_code_but_its_docstring_code_blocks_are() -> None:
-    entry = ApiEntry(qualified_name="torch.distributed.f", kind="function", module="torch.distributed",
-                     signature="torch.distributed.f(x)", reference="t.md", anchor="torch.distributed.f")
+    entry = ApiEntry(
+        qualified_name="torch.distributed.f",
+        kind="function",
+        module="torch.distributed",
+        signature="torch.distributed.f(x)",
+        reference="t.md",
+        anchor="torch.distributed.f",
+    )
     markdown = _fence("torch.distributed.f(x)\n") + _fence(">>> f(1)\n") + _fence("f(tensor)\n")
     found = page_code([_section("torch.distributed.f", markdown)], [entry], {})
     assert [(b.id, b.origin) for b in found] == [("t.md#torch.distributed.f:1", "docstring")]
@@ -98,7 +124,9 @@ def test_every_code_block_of_the_committed_references_has_a_known_kind() -> None
 
 
 def test_a_rank_function_is_assembled_with_its_launcher_template_the_helpers_it_needs_and_the_launch() -> None:
-    catalog = {"page_code": [b.model_dump() for b in page_code(_tutorial(), [], {"pytorch/tutorials:t.rst": "tutorial"})]}
+    catalog = {
+        "page_code": [b.model_dump() for b in page_code(_tutorial(), [], {"pytorch/tutorials:t.rst": "tutorial"})]
+    }
     ctx = PageContext(blocks_from_catalog(catalog))
     plan = plan_block(ctx, ctx.by_id["t.md#p2p:1"], "gloo")
     assert plan.action == "run" and plan.spec is not None and plan.spec.world_size == 2
@@ -124,18 +152,29 @@ def test_the_launcher_shim_runs_only_this_ranks_process_and_refuses_another_worl
 
 def test_rewrites_are_named_for_the_report_row() -> None:
     code = 'dist.init_process_group("nccl")\nmodel.to(rank)\nn = torch.cuda.device_count()\nx = torch.ones(1).cuda()\n'
-    assert page_rewrites(code, "gloo") == ["nccl->gloo", "cuda->cpu", ".to(rank)->.to(cpu)", "torch.cuda.device_count()->world size"]
+    assert page_rewrites(code, "gloo") == [
+        "nccl->gloo",
+        "cuda->cpu",
+        ".to(rank)->.to(cpu)",
+        "torch.cuda.device_count()->world size",
+    ]
     assert page_rewrites(code, "nccl") == []
 
 
 def test_the_static_check_resolves_names_binds_calls_and_reports_each_failure_with_evidence() -> None:
-    result = check("import torch.distributed as dist\nfrom torch.distributed.fsdp import fully_shard, NoSuch\n"
-                   "dist.send(tensor=t, dst=1)\ndist.all_reduce(t, bogus=1)\ndist.ReduceOp.SUM\nimport transformers\n")
+    result = check(
+        "import torch.distributed as dist\nfrom torch.distributed.fsdp import fully_shard, NoSuch\n"
+        "dist.send(tensor=t, dst=1)\ndist.all_reduce(t, bogus=1)\ndist.ReduceOp.SUM\nimport transformers\n"
+    )
     assert result.names == 5 and result.calls == 1 and result.external == {"transformers"}
     assert any("NoSuch" in f for f in result.failures)
-    assert any("dist.all_reduce(t, bogus=1)" in f and "unexpected keyword argument 'bogus'" in f for f in result.failures)
+    assert any(
+        "dist.all_reduce(t, bogus=1)" in f and "unexpected keyword argument 'bogus'" in f for f in result.failures
+    )
     status, reason = static_verdict(result, "a fragment")
-    assert status == "doc-bug" and reason.startswith("checked: 5 names resolved, 1 calls bound (not checked, outside torch: transformers); 2 problem(s)")
+    assert status == "doc-bug" and reason.startswith(
+        "checked: 5 names resolved, 1 calls bound (not checked, outside torch: transformers); 2 problem(s)"
+    )
     status, reason = static_verdict(check("import torch\nx = torch.zeros(2)\n"), "a fragment")
     assert (status, reason) == ("checked", "checked: 2 names resolved, 1 calls bound; not run: a fragment")
     assert static_verdict(check("def f(:\n"), None)[0] == "doc-bug"
@@ -146,8 +185,20 @@ def test_a_run_that_needed_stand_ins_never_reports_plain_passed() -> None:
     ctx = PageContext(blocks_from_catalog(catalog))
     plan = plan_block(ctx, ctx.by_id["getting-started.md#distributed-training:3"], "gloo")
     assert plan.action == "run" and {"Net", "datasets", "Random"} <= set(plan.standins)
-    [row] = finish_run_rows([plan], [{"name": plan.block.id, "backend": "gloo", "world_size": 2, "status": "passed",
-                                      "reason": None, "seconds": 1.0, "warnings": []}])
+    [row] = finish_run_rows(
+        [plan],
+        [
+            {
+                "name": plan.block.id,
+                "backend": "gloo",
+                "world_size": 2,
+                "status": "passed",
+                "reason": None,
+                "seconds": 1.0,
+                "warnings": [],
+            }
+        ],
+    )
     assert row["status"] == "passed-with-stand-ins" and row["reason"].startswith("passed with stand-ins: ")
 
 
@@ -157,8 +208,11 @@ def test_the_writing_distributed_applications_examples_run_on_gloo_through_the_p
     from fsdp_skill.verify.plan import Capabilities
     from fsdp_skill.verify.runner import RunOptions, run_spawned
 
-    ids = ["getting-started.md#setup:1", "getting-started.md#point-to-point-communication:1",
-           "getting-started.md#our-own-ring-allreduce:1"]
+    ids = [
+        "getting-started.md#setup:1",
+        "getting-started.md#point-to-point-communication:1",
+        "getting-started.md#our-own-ring-allreduce:1",
+    ]
     _, plans = plan_all(CATALOG, select_blocks(blocks_from_catalog(CATALOG), ids, None), "gloo")
     specs = [p.spec for p in plans if p.spec is not None]
     assert len(specs) == 3
@@ -173,30 +227,58 @@ def test_a_docstring_example_skipped_as_a_fragment_is_statically_checked_in_its_
     from fsdp_skill.verify.page_run import static_for_fragments
 
     def entry(name: str, code: str) -> dict:
-        return {"id": f"torch.distributed.send#{name}", "symbol": "torch.distributed.send", "world_size": 2,
-                "steps": [{"source": code, "expected": None, "expected_by_rank": {}, "line": 1}]}
+        return {
+            "id": f"torch.distributed.send#{name}",
+            "symbol": "torch.distributed.send",
+            "world_size": 2,
+            "steps": [{"source": code, "expected": None, "expected_by_rank": {}, "line": 1}],
+        }
 
-    specs = [spec_from_entry(entry("1", "dist.send(tensor=t, dst=1)")), spec_from_entry(entry("2", "dist.send(t, dts=1)"))]
-    skipped = [{"name": s.id, "backend": "gloo", "world_size": 2, "status": "skipped", "seconds": 0.0, "warnings": [],
-                "reason": "fragment: uses t without defining it"} for s in specs]
+    specs = [
+        spec_from_entry(entry("1", "dist.send(tensor=t, dst=1)")),
+        spec_from_entry(entry("2", "dist.send(t, dts=1)")),
+    ]
+    skipped = [
+        {
+            "name": s.id,
+            "backend": "gloo",
+            "world_size": 2,
+            "status": "skipped",
+            "seconds": 0.0,
+            "warnings": [],
+            "reason": "fragment: uses t without defining it",
+        }
+        for s in specs
+    ]
     ok, bad = static_for_fragments(skipped, specs)
-    assert ok["status"] == "checked" and ok["reason"] == ("checked: 1 names resolved, 1 calls bound; "
-                                                          "not run: fragment: uses t without defining it")
+    assert ok["status"] == "checked" and ok["reason"] == (
+        "checked: 1 names resolved, 1 calls bound; not run: fragment: uses t without defining it"
+    )
     assert bad["status"] == "doc-bug" and "unexpected keyword argument 'dts'" in bad["reason"]
 
 
 def test_names_the_documented_code_uses_are_covered_by_an_entry_of_the_same_object_or_listed_with_a_reason() -> None:
     from fsdp_skill.build.code_names import drift_section, uncovered
 
-    entries = [ApiEntry(qualified_name=n, kind="class", module="torch.distributed.fsdp", reference="f.md", anchor=n)
-               for n in ("torch.distributed.fsdp.StateDictType", "torch.distributed.ReduceOp")]
-    code = ("import torch.distributed as dist\n"
-            "from torch.distributed.fsdp.fully_sharded_data_parallel import StateDictType\n"
-            "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
-            "dist.ReduceOp.AVG\n")
+    entries = [
+        ApiEntry(qualified_name=n, kind="class", module="torch.distributed.fsdp", reference="f.md", anchor=n)
+        for n in ("torch.distributed.fsdp.StateDictType", "torch.distributed.ReduceOp")
+    ]
+    code = (
+        "import torch.distributed as dist\n"
+        "from torch.distributed.fsdp.fully_sharded_data_parallel import StateDictType\n"
+        "from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper\n"
+        "dist.ReduceOp.AVG\n"
+    )
     resolved, rows = uncovered(entries, [code])
     assert resolved == 3  # StateDictType (same object as the entry), checkpoint_wrapper, ReduceOp.AVG (a member)
-    assert rows == [("torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper",
-                     "in a private module (torch.distributed.algorithms._checkpoint.checkpoint_wrapper); "
-                     "torch documents no public path for it")]
-    assert "| `torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper` |" in drift_section(resolved, rows)
+    assert rows == [
+        (
+            "torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper",
+            "in a private module (torch.distributed.algorithms._checkpoint.checkpoint_wrapper); "
+            "torch documents no public path for it",
+        )
+    ]
+    assert "| `torch.distributed.algorithms._checkpoint.checkpoint_wrapper.checkpoint_wrapper` |" in drift_section(
+        resolved, rows
+    )

@@ -451,14 +451,21 @@ def test_server_module_never_imports_torch(tree: Path) -> None:
 def test_closest_api_names_are_close_in_name_not_names_sharing_a_fragment() -> None:
     from fsdp_skill.serve.tools import closest_api_names
 
-    names = ["torch.distributed.checkpoint.DefaultLoadPlanner.transform_tensor",
-             "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy", "torch.distributed.all_reduce"]
-    assert closest_api_names("transformer_wrap_policy", names) == ["torch.distributed.fsdp.wrap.transformer_auto_wrap_policy"]
+    names = [
+        "torch.distributed.checkpoint.DefaultLoadPlanner.transform_tensor",
+        "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy",
+        "torch.distributed.all_reduce",
+    ]
+    assert closest_api_names("transformer_wrap_policy", names) == [
+        "torch.distributed.fsdp.wrap.transformer_auto_wrap_policy"
+    ]
     assert closest_api_names("transformer_autowrap", names[:1]) == []
     assert closest_api_names("dist.all_reduc", names) == ["torch.distributed.all_reduce"]
 
 
-def test_get_example_serves_a_pages_code_block_with_its_status_and_search_says_how_a_sections_code_fared(tmp_path: Path) -> None:
+def test_get_example_serves_a_pages_code_block_with_its_status_and_search_says_how_a_sections_code_fared(
+    tmp_path: Path,
+) -> None:
     import json as _json
 
     from fsdp_skill.search.index import DocsIndex
@@ -469,14 +476,35 @@ def test_get_example_serves_a_pages_code_block_with_its_status_and_search_says_h
     block_id = f"{section.reference}#{section.anchor}:1"
     path = tmp_path / "references" / "catalog.json"
     data = _json.loads(path.read_text(encoding="utf-8"))
-    data["page_code"] = [{"id": block_id, "reference": section.reference, "anchor": section.anchor, "section": section.title,
-                          "position": 1, "line": 3, "language": "python", "kind": "rank-function", "origin": "tutorial",
-                          "code": "def run(rank, size):\n    pass\n"}]
+    data["page_code"] = [
+        {
+            "id": block_id,
+            "reference": section.reference,
+            "anchor": section.anchor,
+            "section": section.title,
+            "position": 1,
+            "line": 3,
+            "language": "python",
+            "kind": "rank-function",
+            "origin": "tutorial",
+            "code": "def run(rank, size):\n    pass\n",
+        }
+    ]
     path.write_text(_json.dumps(data), encoding="utf-8")
     report = tmp_path / "references" / "verification.json"
     rows = _json.loads(report.read_text(encoding="utf-8"))
-    rows["results"].append({"name": block_id, "backend": "gloo", "world_size": 2, "status": "passed", "reason": None,
-                            "seconds": 1.0, "warnings": [], "kind": "rank-function"})
+    rows["results"].append(
+        {
+            "name": block_id,
+            "backend": "gloo",
+            "world_size": 2,
+            "status": "passed",
+            "reason": None,
+            "seconds": 1.0,
+            "warnings": [],
+            "kind": "rank-function",
+        }
+    )
     report.write_text(_json.dumps(rows), encoding="utf-8")
     toolbox = Toolbox(DocsIndex(tmp_path / "references" / "index.sqlite"), root=tmp_path)
     detail = toolbox.get_example(block_id)

@@ -193,7 +193,11 @@ ROWS = [
 def test_the_report_has_a_separate_patterns_table_with_its_own_summary() -> None:
     md = render_markdown(build_report(ROWS, "2.13.0", datetime.date(2025, 1, 2)))
     examples, patterns = md.split("## Patterns")
-    assert "Summary of the examples: 1 passed, 0 passed-with-stand-ins, 0 doc-bug, 0 checked, 0 skipped, 0 failed (1 runs)." in examples
+    assert (
+        "Summary of the examples: 1 passed, 0 passed-with-stand-ins, 0 doc-bug, 0 checked, 0 skipped, 0 failed "
+        "(1 runs)."
+        in examples
+    )
     assert "pattern:" not in examples
     assert "Summary: 1 passed, 1 skipped, 0 failed (2 runs)." in patterns
     assert (

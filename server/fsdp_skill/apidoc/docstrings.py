@@ -52,15 +52,21 @@ def markdown_fences_as_code_blocks(rst: str) -> str:
         closing = None
         if opening:
             marker = opening.group("marker")
-            closing = next((j for j in range(index + 1, len(lines))
-                            if lines[j].strip() == marker and lines[j].startswith(opening.group("indent"))), None)
+            closing = next(
+                (
+                    j
+                    for j in range(index + 1, len(lines))
+                    if lines[j].strip() == marker and lines[j].startswith(opening.group("indent"))
+                ),
+                None,
+            )
         if opening is None or closing is None:
             out.append(lines[index])
             index += 1
             continue
         indent = opening.group("indent")
         out += ["", f"{indent}.. code-block:: {opening.group('language') or 'text'}", ""]
-        out += [f"{indent}   {line[len(indent):]}" if line.strip() else "" for line in lines[index + 1 : closing]]
+        out += [f"{indent}   {line[len(indent) :]}" if line.strip() else "" for line in lines[index + 1 : closing]]
         out.append("")
         index = closing + 1
     return "\n".join(out)
@@ -73,8 +79,17 @@ def _split_options_list(value: str | None) -> list[str]:
 _EXPLICIT_SIGNATURE = re.compile(r"\s*\(.*\)\s*(->.*)?$", re.DOTALL)
 
 
-def document(directive: str, argument: str, *, options: dict[str, str], current_module: str | None,
-             origin: str, line: int, warn: Warn, missing: Callable[[MissingName], None] | None = None) -> list[ApiDoc]:
+def document(
+    directive: str,
+    argument: str,
+    *,
+    options: dict[str, str],
+    current_module: str | None,
+    origin: str,
+    line: int,
+    warn: Warn,
+    missing: Callable[[MissingName], None] | None = None,
+) -> list[ApiDoc]:
     """The ApiDocs an autodoc directive stands for.
 
     A name that does not import is left out and reported to `missing` (API drift), or as a warning
@@ -89,7 +104,9 @@ def document(directive: str, argument: str, *, options: dict[str, str], current_
         name = _EXPLICIT_SIGNATURE.sub("", name)
         resolved = introspect.resolve(name, current_module)
         if resolved is None:
-            event = MissingName(directive, name, current_module, origin, line, introspect.import_failure(name, current_module))
+            event = MissingName(
+                directive, name, current_module, origin, line, introspect.import_failure(name, current_module)
+            )
             if missing is not None:
                 missing(event)
             else:
@@ -126,8 +143,9 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
             if not (undoc or explicit or introspect.raw_docstring(value)):
                 continue
             member_kind = introspect.kind_of(value, obj)
-            child = build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx,
-                              f"{doc.documented_name}.{name}")
+            child = build_doc(
+                f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx, f"{doc.documented_name}.{name}"
+            )
             if member_kind == "class":  # automodule's :members: applies to the classes it documents
                 child.members = _members(
                     child, value, "class", {"members": "", **({"undoc-members": ""} if undoc else {})}, ctx
@@ -155,8 +173,9 @@ def _members(doc: ApiDoc, obj: Any, kind: str, options: dict[str, str], ctx: _Co
         if _is_enum_member(obj, value) and not undoc:
             continue
         member_kind = introspect.kind_of(value, obj)
-        members.append(build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx,
-                                 f"{doc.documented_name}.{name}"))
+        members.append(
+            build_doc(f"{doc.qualified_name}.{name}", value, member_kind, obj, ctx, f"{doc.documented_name}.{name}")
+        )
     return members
 
 
@@ -172,8 +191,9 @@ def _is_enum_member(cls: Any, value: Any) -> bool:
     return isinstance(value, cls) if isinstance(cls, type) and hasattr(cls, "__members__") else False
 
 
-def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Context,
-              documented_name: str | None = None) -> ApiDoc:
+def build_doc(
+    qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Context, documented_name: str | None = None
+) -> ApiDoc:
     """documented_name: the page's spelling when it differs from qualified_name (a member of a class
     renamed to its public path); module-level objects are renamed here."""
     documented_name = documented_name or qualified_name
@@ -213,8 +233,9 @@ def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Conte
     module = qualified_name.rsplit(".", 1)[0] if kind != "module" else qualified_name
     if kind in ("method", "property", "attribute"):
         module = module.rsplit(".", 1)[0]
-    doc = ApiDoc(qualified_name=qualified_name, kind=kind, module=module, signature=signature,
-                 documented_name=documented_name)
+    doc = ApiDoc(
+        qualified_name=qualified_name, kind=kind, module=module, signature=signature, documented_name=documented_name
+    )
     _fill_from_docstring(doc, raw, params_sig, ctx)
     if kind == "class" and isinstance(obj, enum.EnumMeta) and obj.__members__:
         members: dict[str, enum.Enum] = dict(obj.__members__)
@@ -222,13 +243,16 @@ def build_doc(qualified_name: str, obj: Any, kind: str, parent: Any, ctx: _Conte
             f"- `{name}` = `{introspect.format_default(member.value)}`" for name, member in members.items()
         )
         doc.description = (doc.description + "\n\n**Members:**\n\n" + listing).strip()
-    doc.deprecation = deprecation.detect(obj, raw.deprecated, raw.notes, "\n".join(raw.body), parent=parent, member=short)
+    doc.deprecation = deprecation.detect(
+        obj, raw.deprecated, raw.notes, "\n".join(raw.body), parent=parent, member=short
+    )
     doc.aliases = introspect.aliases(qualified_name, obj, kind, also=[documented_name])
     return doc
 
 
-def _fill_from_docstring(doc: ApiDoc, raw: RawDocstring, params_sig: list[tuple[str, str | None, str | None]],
-                         ctx: _Context) -> None:
+def _fill_from_docstring(
+    doc: ApiDoc, raw: RawDocstring, params_sig: list[tuple[str, str | None, str | None]], ctx: _Context
+) -> None:
     name = doc.qualified_name
     body = "\n".join(raw.body)
     doc.summary = _summary(raw.body)
@@ -322,8 +346,9 @@ def _attribute_line(item: RawItem, ctx: _Context, name: str) -> str:
     return f"- `{item.name}`{type_text}" + (f": {description}" if description else "")
 
 
-def _parameters(items: list[RawItem], params_sig: list[tuple[str, str | None, str | None]], ctx: _Context,
-                name: str) -> list[Parameter]:
+def _parameters(
+    items: list[RawItem], params_sig: list[tuple[str, str | None, str | None]], ctx: _Context, name: str
+) -> list[Parameter]:
     """Documented parameters in signature order, then documented extras, then undocumented
     signature parameters; types from the docs, else the annotation; defaults from the signature."""
     by_name: dict[str, RawItem] = {}
@@ -346,12 +371,14 @@ def _parameters(items: list[RawItem], params_sig: list[tuple[str, str | None, st
             parts = [p.strip() for p in doc_type.split(",")]
             doc_type = ", ".join(p for p in parts if p.lower() not in ("optional",)) or None
         prefix = next((p[: len(p) - len(pname)] for p, _, _ in params_sig if p.lstrip("*") == pname), "")
-        params.append(Parameter(
-            name=prefix + pname,
-            type=inline_to_markdown(doc_type).replace("`", "") if doc_type else ann,
-            default=default,
-            description=ctx.convert(item.description, name) if item and item.description else "",
-        ))
+        params.append(
+            Parameter(
+                name=prefix + pname,
+                type=inline_to_markdown(doc_type).replace("`", "") if doc_type else ann,
+                default=default,
+                description=ctx.convert(item.description, name) if item and item.description else "",
+            )
+        )
     return params
 
 

@@ -20,9 +20,17 @@ from typing import Any
 # The covered public modules (the coverage list): an object exported from one of them is
 # named by its shortest path there, whatever module defines it or spelling a page documents it under.
 PUBLIC_MODULES = [
-    "torch.distributed", "torch.distributed.fsdp", "torch.distributed.device_mesh", "torch.distributed.tensor",
-    "torch.distributed.tensor.parallel", "torch.distributed.checkpoint", "torch.distributed.checkpoint.state_dict",
-    "torch.distributed.algorithms.join", "torch.distributed.optim", "torch.nn.parallel", "torch.distributed.pipelining",
+    "torch.distributed",
+    "torch.distributed.fsdp",
+    "torch.distributed.device_mesh",
+    "torch.distributed.tensor",
+    "torch.distributed.tensor.parallel",
+    "torch.distributed.checkpoint",
+    "torch.distributed.checkpoint.state_dict",
+    "torch.distributed.algorithms.join",
+    "torch.distributed.optim",
+    "torch.nn.parallel",
+    "torch.distributed.pipelining",
 ]
 # Modules whose attributes count as spellings of a documented object (for aliases).
 ALIAS_MODULES = PUBLIC_MODULES + ["torch.distributed.algorithms", "torch.distributed.distributed_c10d"]
@@ -104,7 +112,8 @@ def import_failure(name: str, current_module: str | None) -> str | None:
                     break  # no such module: the rest of the path is attributes
                 return f"importing {module_name} fails: {type(exc).__name__}: {exc}"
             except Exception as exc:  # noqa: BLE001 - any import failure is the reason we report
-                return f"importing {module_name} fails: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                return f"importing {module_name} fails: {type(exc).__name__}: {first}"
     return None
 
 
@@ -116,7 +125,8 @@ def public_path(qualified_name: str, obj: Any, parent: Any) -> str:
         return qualified_name
     short = qualified_name.rsplit(".", 1)[-1]
     exported = [
-        f"{module_name}.{short}" for module_name in PUBLIC_MODULES
+        f"{module_name}.{short}"
+        for module_name in PUBLIC_MODULES
         if (module := import_module(module_name)) is not None and _quiet_getattr(module, short) is obj
     ]
     return min(exported, key=lambda path: (path.count("."), path)) if exported else qualified_name
@@ -240,11 +250,13 @@ def parse_pybind_signature(line: str) -> tuple[list[tuple[str, str | None, str |
         name = name.strip()
         if name == "self":
             continue
-        params.append((
-            name,
-            _MODULE_PREFIX.sub("", type_text.strip()) or None,
-            re.sub(r"^datetime\.", "", default.strip()) or None,
-        ))
+        params.append(
+            (
+                name,
+                _MODULE_PREFIX.sub("", type_text.strip()) or None,
+                re.sub(r"^datetime\.", "", default.strip()) or None,
+            )
+        )
     ret = match.group("ret")
     return params, _MODULE_PREFIX.sub("", ret.strip()) if ret else None
 

@@ -65,7 +65,12 @@ def used_names(texts: Iterable[str]) -> set[str]:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 found.update(f"{node.module}.{a.name}" for a in node.names if a.name != "*")
-            elif isinstance(node, ast.Attribute) and id(node) not in inner and (parts := _dotted(node)) and parts[0] in names:
+            elif (
+                isinstance(node, ast.Attribute)
+                and id(node) not in inner
+                and (parts := _dotted(node))
+                and parts[0] in names
+            ):
                 found.add(".".join([names[parts[0]], *parts[1:]]))
     return {name for name in found if name.startswith(SCOPE)}
 
@@ -114,9 +119,12 @@ def drift_section(resolved: int, rows: list[tuple[str, str]]) -> str:
         "",
         f"## {SECTION_TITLE} ({len(rows)})",
         "",
-        (f"The code blocks, `>>>` examples and patterns use {resolved} torch.distributed / torch.utils.checkpoint names "
-         "that resolve in the installed torch; these have no API entry (an enum value or method of a documented "
-         "class counts as covered)."),
+        (
+            f"The code blocks, `>>>` examples and patterns use {resolved} torch.distributed / "
+            "torch.utils.checkpoint names "
+            "that resolve in the installed torch; these have no API entry (an enum value or method of a documented "
+            "class counts as covered)."
+        ),
         "",
         "| name | why no entry |",
         "|---|---|",

@@ -42,11 +42,16 @@ from fsdp_skill.verify.code_shape import (
 
 SHELL_LANGUAGES = frozenset({"bash", "sh", "shell", "console", "zsh", "shell-session"})
 PYTHON_LANGUAGES = frozenset({"python", "py", "python3", "pycon", "ipython"})
-_COMMAND_LINE = re.compile(r"^\s*(?:\$\s*)?(?:torchrun|python3?|pip|export|srun|sbatch|mpirun|CUDA_VISIBLE_DEVICES=|[A-Z_]+=\S+\s+(?:torchrun|python))\b")
-_INTRODUCES_OUTPUT = re.compile(r"\b(output|prints?|printed|should see|will see|logs?|results?|produced|error message|looks like)\b",
-                                re.IGNORECASE)
+_COMMAND_LINE = re.compile(
+    r"^\s*(?:\$\s*)?(?:torchrun|python3?|pip|export|srun|sbatch|mpirun|CUDA_VISIBLE_DEVICES=|[A-Z_]+=\S+\s+(?:torchrun|python))\b"
+)
+_INTRODUCES_OUTPUT = re.compile(
+    r"\b(output|prints?|printed|should see|will see|logs?|results?|produced|error message|looks like)\b", re.IGNORECASE
+)
 # Text a page labels Python that is what a program printed: a traceback or error line, a module repr.
-_LOOKS_PRINTED = re.compile(r"^(Traceback \(most recent call last\)|\w+(Error|Exception): |\s*\(\w+\): \w+\()", re.MULTILINE)
+_LOOKS_PRINTED = re.compile(
+    r"^(Traceback \(most recent call last\)|\w+(Error|Exception): |\s*\(\w+\): \w+\()", re.MULTILINE
+)
 
 
 @dataclass
@@ -78,8 +83,13 @@ def _parse(code: str) -> ast.Module | None:
 
 def _is_command_lines(code: str) -> bool:
     lines = [ln for ln in code.split("\n") if ln.strip() and not ln.lstrip().startswith("#")]
-    return bool(lines) and all(_COMMAND_LINE.match(ln) or ln.rstrip().endswith("\\") or ln.startswith((" ", "\t", "--"))
-                               for ln in lines) and bool(_COMMAND_LINE.match(lines[0]))
+    return (
+        bool(lines)
+        and all(
+            _COMMAND_LINE.match(ln) or ln.rstrip().endswith("\\") or ln.startswith((" ", "\t", "--")) for ln in lines
+        )
+        and bool(_COMMAND_LINE.match(lines[0]))
+    )
 
 
 def _generated(section: Section, entry: ApiEntry | None, info: str, code: str) -> bool:
@@ -155,9 +165,14 @@ def page_code(sections: list[Section], api: list[ApiEntry], source_kinds: dict[s
         earlier = defined.setdefault(page, {})
         kind, uses = _kind(block, earlier, page in launchers)
         block_id = f"{block.section.id}:{block.position}"
-        if kind == "output" and previous is not None and previous.reference == block.section.reference and (
-            not block.prose_before.strip() or _INTRODUCES_OUTPUT.search(block.prose_before)
-        ) and previous.kind in ("program", "rank-function", "continuation", "fragment") and previous.output is None:
+        if (
+            kind == "output"
+            and previous is not None
+            and previous.reference == block.section.reference
+            and (not block.prose_before.strip() or _INTRODUCES_OUTPUT.search(block.prose_before))
+            and previous.kind in ("program", "rank-function", "continuation", "fragment")
+            and previous.output is None
+        ):
             previous.output = block.code
         launcher = None
         if kind == "rank-function":

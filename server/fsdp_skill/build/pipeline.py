@@ -28,10 +28,9 @@ from pathlib import Path
 from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import MissingName
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
-from fsdp_skill.build import what_changed
-from fsdp_skill.build import code_names
-from fsdp_skill.build.page_code import page_code
+from fsdp_skill.build import code_names, what_changed
 from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
+from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.build.topics import load_topics
@@ -97,41 +96,7 @@ def _docs_ref(root: Path, pages: list[sources.DeclaredSource]) -> str:
     return "+".join(sorted(refs)) or "unknown"
 
 
-
-
 # --- the build ----------------------------------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def build_references(root: Path | None = None, *, ref: str | None = None) -> Output:
@@ -156,7 +121,9 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     # without an API entry: rows of api-drift.md saying why (code_names).
     blocks = page_code(out.sections, out.api, {page.id: page.kind for page in pages})
     patterns = list(load_patterns(root))
-    used_names, without_entry = code_names.uncovered(out.api, code_names.code_texts(blocks, out.examples, patterns, root))
+    used_names, without_entry = code_names.uncovered(
+        out.api, code_names.code_texts(blocks, out.examples, patterns, root)
+    )
     add_drift(out, registry, torch_version, docs_ref, extra=code_names.drift_section(used_names, without_entry))
 
     catalog = Catalog(
@@ -271,8 +238,12 @@ def differences(output: Output, ref_dir: Path) -> list[str]:
 def short_diff(output: Output, ref_dir: Path, name: str, limit: int = 12) -> list[str]:
     """The first changed lines between the committed file and the new one, as a unified diff."""
     old = (ref_dir / name).read_text(encoding="utf-8", errors="replace").splitlines()
-    diff = [line[:160] for line in difflib.unified_diff(old, output.files[name].splitlines(), f"references/{name}",
-                                                         "regenerated", n=0, lineterm="")]
+    diff = [
+        line[:160]
+        for line in difflib.unified_diff(
+            old, output.files[name].splitlines(), f"references/{name}", "regenerated", n=0, lineterm=""
+        )
+    ]
     return diff[:limit] + ([f"... ({len(diff) - limit} more diff lines)"] if len(diff) > limit else [])
 
 
@@ -331,8 +302,10 @@ def cli_regenerate(args: argparse.Namespace) -> int:
         if provenance:
             print("\n".join(short_diff(output, ref_dir, provenance[0])))
         if changed and len(provenance) == len(changed):
-            print(f"{len(changed)} files differ only in provenance (the upstream ref, commit or URL the cache records; "
-                  "the content is the same): run `fsdp-skill regenerate` to record it")
+            print(
+                f"{len(changed)} files differ only in provenance (the upstream ref, commit or URL the cache records; "
+                "the content is the same): run `fsdp-skill regenerate` to record it"
+            )
             return 1
         if changed:
             also = f" ({len(provenance)} of them only in provenance)" if provenance else ""

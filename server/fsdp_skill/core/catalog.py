@@ -167,7 +167,9 @@ class PageCode(_Model):
     kind: PageCodeKind
     code: str
     uses: list[str] = Field(default_factory=list, description="Ids of earlier blocks of the page it builds on.")
-    launcher: str | None = Field(default=None, description="Rank function: id of the block with the page's launcher template.")
+    launcher: str | None = Field(
+        default=None, description="Rank function: id of the block with the page's launcher template."
+    )
     defines: list[str] = Field(default_factory=list, description="Top-level names it leaves defined for later blocks.")
     output: str | None = Field(default=None, description="Output the page shows for it (the text block right after).")
 

@@ -57,10 +57,16 @@ class PageCodeCatalog:
 def section_code_summary(rows: dict[str, list[VerificationStatus]], reference: str, anchor: str) -> str | None:
     """'3 code blocks: 2 passed, 1 checked' for a section, from the report rows named 'reference#anchor:N'."""
     prefix = f"{reference}#{anchor}:"
-    statuses = [s.status for name, found in rows.items() if name.startswith(prefix) and name[len(prefix):].isdigit()
-                for s in found[:1]]
+    statuses = [
+        s.status
+        for name, found in rows.items()
+        if name.startswith(prefix) and name[len(prefix) :].isdigit()
+        for s in found[:1]
+    ]
     if not statuses:
         return None
     tally = Counter(statuses)
     blocks = len(statuses)
-    return f"{blocks} code block{'s' if blocks != 1 else ''}: " + ", ".join(f"{n} {status}" for status, n in tally.most_common())
+    return f"{blocks} code block{'s' if blocks != 1 else ''}: " + ", ".join(
+        f"{n} {status}" for status, n in tally.most_common()
+    )

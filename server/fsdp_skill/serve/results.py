@@ -59,8 +59,11 @@ class SearchResult(BaseModel):
         description="At most ~400 characters of whole markdown blocks; code blocks are never left open."
     )
     score: float
-    code: str | None = Field(default=None, description="For a section: how its code blocks fared in verification.md, "
-                             "e.g. '2 code blocks: 1 passed, 1 checked'; get_example('<file.md#anchor:N>') serves each.")
+    code: str | None = Field(
+        default=None,
+        description="For a section: how its code blocks fared in verification.md, "
+        "e.g. '2 code blocks: 1 passed, 1 checked'; get_example('<file.md#anchor:N>') serves each.",
+    )
 
 
 class SearchResponse(BaseModel):
@@ -176,7 +179,9 @@ class ExampleDetail(BaseModel):
     status: str
     verification: list[VerificationStatus]
     torch_version: str
-    kind: str | None = Field(default=None, description="Page code only: program, rank-function, continuation, fragment, shell or output.")
+    kind: str | None = Field(
+        default=None, description="Page code only: program, rank-function, continuation, fragment, shell or output."
+    )
     language: str | None = Field(default=None, description="Page code only: the block's language.")
     origin: str | None = Field(default=None, description="Page code only: page, tutorial or docstring.")
 

@@ -20,6 +20,7 @@ from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
 from fsdp_skill.core.paths import repo_root, writable_root
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES
 
+from . import page_run
 from .args import add_arguments
 from .catalog_patterns import (
     PATTERN_PREFIX,
@@ -44,7 +45,6 @@ from .examples import (
     read_catalog,
     select,
 )
-from . import page_run
 from .page_plan import PageBlock, blocks_from_catalog
 from .patterns import PatternHeaderError
 from .plan import MAX_LOCAL_RANKS

@@ -100,7 +100,9 @@ def rank_functions(tree: ast.Module) -> list[str]:
 
 def is_torchrun_script(tree: ast.Module) -> bool:
     top_calls = {
-        call_name(n) for stmt in tree.body for n in ast.walk(stmt)
+        call_name(n)
+        for stmt in tree.body
+        for n in ast.walk(stmt)
         if isinstance(n, ast.Call) and not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     }
     return bool(top_calls & {"init_process_group", "init_device_mesh"})

@@ -27,8 +27,14 @@ RANK_DEVICE_NAMES = frozenset({"rank", "local_rank", "device_id", "gpu", "gpu_id
 
 
 class _Process:
-    def __init__(self, shim: LauncherShim, target: Any = None, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None,
-                 **_: Any) -> None:
+    def __init__(
+        self,
+        shim: LauncherShim,
+        target: Any = None,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+        **_: Any,
+    ) -> None:
         self.shim, self.target, self.args, self.kwargs = shim, target, tuple(args), dict(kwargs or {})
         self.exitcode: int | None = None
 
@@ -52,8 +58,15 @@ class LauncherShim:
         self.rank, self.world_size = rank, world_size
         self.started = 0  # how many of the page's processes this rank ran (1 when the launch fit)
 
-    def spawn(self, fn: Any, args: tuple[Any, ...] = (), nprocs: int = 1, join: bool = True, daemon: bool = False,
-              start_method: str = "spawn") -> None:
+    def spawn(
+        self,
+        fn: Any,
+        args: tuple[Any, ...] = (),
+        nprocs: int = 1,
+        join: bool = True,
+        daemon: bool = False,
+        start_method: str = "spawn",
+    ) -> None:
         if nprocs != self.world_size:
             raise RuntimeError(f"the page launches {nprocs} processes; the runner's group has {self.world_size} ranks")
         self.started += 1
@@ -98,8 +111,13 @@ class _PageRewriter(ast.NodeTransformer):
             return node
         if _dotted(func) == "torch.cuda.device_count":
             return ast.copy_location(ast.Name(self.world_size_name, ast.Load()), node)
-        if (isinstance(func, ast.Attribute) and func.attr == "to" and len(node.args) == 1
-                and isinstance(node.args[0], ast.Name) and node.args[0].id in RANK_DEVICE_NAMES):
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr == "to"
+            and len(node.args) == 1
+            and isinstance(node.args[0], ast.Name)
+            and node.args[0].id in RANK_DEVICE_NAMES
+        ):
             node.args = [ast.copy_location(ast.Name(self.device_name, ast.Load()), node.args[0])]
         return node
 
@@ -121,12 +139,20 @@ def page_rewrites(code: str, backend: str) -> list[str]:
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     if "nccl" in strings:
         found.append("nccl->gloo")
-    if any(s == "cuda" or s.startswith("cuda:") for s in strings) or any(
-        isinstance(c.func, ast.Attribute) and c.func.attr == "cuda" for c in calls
-    ) or any(isinstance(n, ast.JoinedStr) and "cuda:" in ast.unparse(n) for n in ast.walk(tree)):
+    if (
+        any(s == "cuda" or s.startswith("cuda:") for s in strings)
+        or any(isinstance(c.func, ast.Attribute) and c.func.attr == "cuda" for c in calls)
+        or any(isinstance(n, ast.JoinedStr) and "cuda:" in ast.unparse(n) for n in ast.walk(tree))
+    ):
         found.append("cuda->cpu")
-    if any(isinstance(c.func, ast.Attribute) and c.func.attr == "to" and len(c.args) == 1 and isinstance(c.args[0], ast.Name)
-           and c.args[0].id in RANK_DEVICE_NAMES for c in calls):
+    if any(
+        isinstance(c.func, ast.Attribute)
+        and c.func.attr == "to"
+        and len(c.args) == 1
+        and isinstance(c.args[0], ast.Name)
+        and c.args[0].id in RANK_DEVICE_NAMES
+        for c in calls
+    ):
         found.append(".to(rank)->.to(cpu)")
     if any(_dotted(c.func) == "torch.cuda.device_count" for c in calls):
         found.append("torch.cuda.device_count()->world size")

@@ -68,12 +68,17 @@ def _torchrun_env(page: dict[str, Any], ctx: Any) -> Iterator[None]:
         yield
         return
     saved = {key: os.environ.get(key) for key in _TORCHRUN_ENV}
-    os.environ.update({
-        "RANK": str(ctx.rank), "WORLD_SIZE": str(ctx.world_size), "LOCAL_RANK": str(ctx.local_rank),
-        "LOCAL_WORLD_SIZE": str(ctx.world_size), "MASTER_ADDR": "127.0.0.1",
-        # Never bound: the pool's group stands in for the one init_process_group would create.
-        "MASTER_PORT": "0",
-    })
+    os.environ.update(
+        {
+            "RANK": str(ctx.rank),
+            "WORLD_SIZE": str(ctx.world_size),
+            "LOCAL_RANK": str(ctx.local_rank),
+            "LOCAL_WORLD_SIZE": str(ctx.world_size),
+            "MASTER_ADDR": "127.0.0.1",
+            # Never bound: the pool's group stands in for the one init_process_group would create.
+            "MASTER_PORT": "0",
+        }
+    )
     try:
         yield
     finally:
@@ -94,8 +99,10 @@ def launch_error(namespace: dict[str, Any], page: dict[str, Any], ctx: Any) -> d
     if started == expected:
         return None
     return {
-        "unit": None, "line": None, "type": "LaunchMismatch",
+        "unit": None,
+        "line": None,
+        "type": "LaunchMismatch",
         "message": f"the page's launcher ran {started} process(es) as rank {ctx.rank} of {ctx.world_size}, "
-                   f"not {expected}: its world size is not the group's",
+        f"not {expected}: its world size is not the group's",
         "traceback": "",
     }

@@ -39,9 +39,13 @@ from .standins import STANDINS, STATED, Stated
 RUNNABLE = ("program", "rank-function")
 DEFAULT_WORLD_SIZE = 2
 _NPROC = re.compile(r"--nproc[-_]per[-_]node[= ](\d+)")
-_DOWNLOADS = {"from_pretrained": "downloads a Hugging Face model (from_pretrained)",
-              "load_dataset": "downloads a dataset (load_dataset)", "urlretrieve": "downloads a file",
-              "urlopen": "downloads a file", "hf_hub_download": "downloads from the Hugging Face hub"}
+_DOWNLOADS = {
+    "from_pretrained": "downloads a Hugging Face model (from_pretrained)",
+    "load_dataset": "downloads a dataset (load_dataset)",
+    "urlretrieve": "downloads a file",
+    "urlopen": "downloads a file",
+    "hf_hub_download": "downloads from the Hugging Face hub",
+}
 _RPC = {"init_rpc", "remote", "rpc_sync", "rpc_async"}
 
 
@@ -85,13 +89,26 @@ class PagePlan:
 def blocks_from_catalog(data: dict[str, Any]) -> list[PageBlock]:
     blocks: list[PageBlock] = []
     for entry in data.get("page_code") or []:
-        page_key = entry.get("source") if entry.get("origin") != "docstring" else f"{entry['reference']}#{entry['anchor']}"
-        blocks.append(PageBlock(
-            id=entry["id"], reference=entry["reference"], anchor=entry["anchor"], kind=entry["kind"],
-            language=entry.get("language") or "", code=entry.get("code") or "", uses=tuple(entry.get("uses") or ()),
-            launcher=entry.get("launcher"), output=entry.get("output"), line=entry.get("line"),
-            source=entry.get("source"), origin=entry.get("origin") or "page", page=(entry["reference"], str(page_key)),
-        ))
+        page_key = (
+            entry.get("source") if entry.get("origin") != "docstring" else f"{entry['reference']}#{entry['anchor']}"
+        )
+        blocks.append(
+            PageBlock(
+                id=entry["id"],
+                reference=entry["reference"],
+                anchor=entry["anchor"],
+                kind=entry["kind"],
+                language=entry.get("language") or "",
+                code=entry.get("code") or "",
+                uses=tuple(entry.get("uses") or ()),
+                launcher=entry.get("launcher"),
+                output=entry.get("output"),
+                line=entry.get("line"),
+                source=entry.get("source"),
+                origin=entry.get("origin") or "page",
+                page=(entry["reference"], str(page_key)),
+            )
+        )
     return blocks
 
 
@@ -167,8 +184,12 @@ def _unit(source: str, line: int | None, expected_by_rank: dict[int, str] | None
 
 def _literal_size(tree: ast.AST) -> int | None:
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int)
-                and any(isinstance(t, ast.Name) and t.id in code_shape.SIZE_PARAMS for t in node.targets)):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, int)
+            and any(isinstance(t, ast.Name) and t.id in code_shape.SIZE_PARAMS for t in node.targets)
+        ):
             return int(node.value.value)
         if isinstance(node, ast.Call) and code_shape.call_name(node) in code_shape.LAUNCH_CALLS:
             for kw in node.keywords:
@@ -209,7 +230,9 @@ def _launch_call(template: ast.Module, function: str, size: int) -> str | None:
         if isinstance(stmt, ast.FunctionDef) and code_shape.launches_processes(stmt):
             params = [a.arg for a in stmt.args.args]
             called = {code_shape.call_name(n) for n in ast.walk(stmt) if isinstance(n, ast.Call)}
-            spawned = {n.id for c in ast.walk(stmt) if isinstance(c, ast.Call) for n in c.args[:1] if isinstance(n, ast.Name)}
+            spawned = {
+                n.id for c in ast.walk(stmt) if isinstance(c, ast.Call) for n in c.args[:1] if isinstance(n, ast.Name)
+            }
             args = []
             for param in params:
                 if param in code_shape.SIZE_PARAMS:
@@ -235,10 +258,20 @@ def _blocked(code: str, size: int) -> str | None:
             return f"needs a download: {_DOWNLOADS[name]}"
         if name in _RPC:
             return "needs RPC: it runs named RPC workers (rpc.init_rpc), not collective ranks"
-        if any(kw.arg == "download" and isinstance(kw.value, ast.Constant) and kw.value.value is True for kw in call.keywords):
+        if any(
+            kw.arg == "download" and isinstance(kw.value, ast.Constant) and kw.value.value is True
+            for kw in call.keywords
+        ):
             return f"needs a download: {ast.unparse(call.func)}(download=True)"
-    devices = {c.args[0].id for c in calls if isinstance(c.func, ast.Attribute) and c.func.attr == "to" and len(c.args) == 1
-               and isinstance(c.args[0], ast.Name) and c.args[0].id.startswith("dev")}
+    devices = {
+        c.args[0].id
+        for c in calls
+        if isinstance(c.func, ast.Attribute)
+        and c.func.attr == "to"
+        and len(c.args) == 1
+        and isinstance(c.args[0], ast.Name)
+        and c.args[0].id.startswith("dev")
+    }
     if len(devices) >= 2:
         return f"needs {len(devices)} GPUs per rank: it places parts of one model on {', '.join(sorted(devices))}"
     if size > MAX_LOCAL_RANKS:
@@ -256,7 +289,11 @@ def only_setup(tree: ast.Module) -> bool:
     return all(
         isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass))
         or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant))
-        or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and code_shape.call_name(stmt.value) in _SET_UP)
+        or (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and code_shape.call_name(stmt.value) in _SET_UP
+        )
         for stmt in tree.body
     )
 
@@ -264,8 +301,13 @@ def only_setup(tree: ast.Module) -> bool:
 def _configures_init(tree: ast.Module) -> str | None:
     """An environment variable the program sets that only takes effect when a process group is created."""
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript)
-                and ast.unparse(node.targets[0].value) == "os.environ" and isinstance(node.targets[0].slice, ast.Constant)):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Subscript)
+            and ast.unparse(node.targets[0].value) == "os.environ"
+            and isinstance(node.targets[0].slice, ast.Constant)
+        ):
             key = str(node.targets[0].slice.value)
             if key.startswith(("TORCH_DISTRIBUTED_DEBUG", "TORCH_NCCL", "NCCL_", "GLOO_", "TORCH_CPP_LOG_LEVEL")):
                 return key
@@ -279,10 +321,16 @@ def _source(stmts: list[ast.stmt]) -> str:
 def plan_block(ctx: PageContext, block: PageBlock, backend: str) -> PagePlan:
     if block.kind == "shell":
         first = next((ln.strip() for ln in block.code.split("\n") if ln.strip()), "")
-        return PagePlan(block, "skip", f"shell command, not Python: `{first[:100]}` (the runner launches the code itself)")
+        return PagePlan(
+            block, "skip", f"shell command, not Python: `{first[:100]}` (the runner launches the code itself)"
+        )
     if block.kind == "output":
         shown_for = next((b.id for b in ctx.by_page[block.page] if b.output == block.code), None)
-        why = f"output the page shows for {shown_for}: compared when that block runs" if shown_for else "text, not code (output or a diagram)"
+        why = (
+            f"output the page shows for {shown_for}: compared when that block runs"
+            if shown_for
+            else "text, not code (output or a diagram)"
+        )
         return PagePlan(block, "skip", why)
     tree = ctx.trees.get(block.id)
     stated = STATED.get(block.id)
@@ -308,8 +356,11 @@ def _plan_run(ctx: PageContext, block: PageBlock, tree: ast.Module, backend: str
     functions = code_shape.rank_functions(tree)
     if template_block is not None and template is not None and template_block.id != block.id:
         trees.insert(0, template)
-        extra, missing_template = ctx.needed(template_block, code_shape.free_names(ast.Module(body=_definitions(template), type_ignores=[])),
-                                             _defined_by(_definitions(template)))
+        extra, missing_template = ctx.needed(
+            template_block,
+            code_shape.free_names(ast.Module(body=_definitions(template), type_ignores=[])),
+            _defined_by(_definitions(template)),
+        )
         missing |= missing_template
         deps = [*deps, *extra, template_block]
     # Page order, each block once: a tutorial's imports come before the classes that use them.
@@ -328,16 +379,30 @@ def _plan_run(ctx: PageContext, block: PageBlock, tree: ast.Module, backend: str
         if main and not code_shape.launches_processes(tree):
             # A script the page launches with torchrun (its next shell line says how many), else one process.
             launched = _page_launch_size(ctx, block)
-            size, size_why = (launched, "the --nproc-per-node of the page's torchrun line") if launched else (
-                1, "one process: its entry point starts no ranks")
+            size, size_why = (
+                (launched, "the --nproc-per-node of the page's torchrun line")
+                if launched
+                else (1, "one process: its entry point starts no ranks")
+            )
         if only_setup(tree):
-            return PagePlan(block, "skip", "nothing to check: it only initializes the process group, which the runner does itself")
+            return PagePlan(
+                block, "skip", "nothing to check: it only initializes the process group, which the runner does itself"
+            )
         if configured := _configures_init(tree):
-            return PagePlan(block, "skip", f"sets {configured} for its own init_process_group; the runner's process group "
-                                           "already exists, so the setting could not take effect")
-        launches = 1 if main and code_shape.launches_processes(ast.Module(body=_main_body(tree), type_ignores=[])) else 0
-        how = "as a program: its __main__ entry point, the page's own process starts served by the pool's ranks" if launches else (
-            "as a torchrun script: each rank with the RANK / WORLD_SIZE / LOCAL_RANK environment torchrun sets")
+            return PagePlan(
+                block,
+                "skip",
+                f"sets {configured} for its own init_process_group; the runner's process group "
+                "already exists, so the setting could not take effect",
+            )
+        launches = (
+            1 if main and code_shape.launches_processes(ast.Module(body=_main_body(tree), type_ignores=[])) else 0
+        )
+        how = (
+            "as a program: its __main__ entry point, the page's own process starts served by the pool's ranks"
+            if launches
+            else ("as a torchrun script: each rank with the RANK / WORLD_SIZE / LOCAL_RANK environment torchrun sets")
+        )
         torchrun_env = not launches  # a script without its own launcher gets what torchrun would set
     else:
         units.append(_unit(_source(_definitions(tree)), block.line))
@@ -349,7 +414,10 @@ def _plan_run(ctx: PageContext, block: PageBlock, tree: ast.Module, backend: str
             for function in functions:
                 if main_body and function in {n.id for s in main_body for n in ast.walk(s) if isinstance(n, ast.Name)}:
                     launch_stmts = main_body
-                    how = f"through the page's launcher template ({template_id}: its __main__ process starts, served by the pool's ranks)"
+                    how = (
+                        f"through the page's launcher template ({template_id}: its __main__ process starts, "
+                        "served by the pool's ranks)"
+                    )
                 elif call := _launch_call(template_tree, function, size):
                     launch_stmts += ast.parse(call).body
                     how = f"through the page's launcher template ({template_id}: `{call}`)"
@@ -357,11 +425,15 @@ def _plan_run(ctx: PageContext, block: PageBlock, tree: ast.Module, backend: str
                     continue
                 launches += 1
             if not launch_stmts:
-                return PagePlan(block, "static", "the page's launcher template does not start its rank function", stated=stated)
+                return PagePlan(
+                    block, "static", "the page's launcher template does not start its rank function", stated=stated
+                )
     expected = dict(stated.output_by_rank) if stated and stated.output_by_rank else {}
     if launch_stmts:
         # Its own line (the launch's line in the template's block), so tracebacks show the right source.
-        launch_line = ((template_block.line or 0) if template_block is not None else (block.line or 0)) + launch_stmts[0].lineno
+        launch_line = ((template_block.line or 0) if template_block is not None else (block.line or 0)) + launch_stmts[
+            0
+        ].lineno
         units.append(_unit(_source(launch_stmts), launch_line, expected))
     elif expected:
         units[-1] = _unit(units[-1].source, units[-1].line, expected)
@@ -380,8 +452,26 @@ def _plan_run(ctx: PageContext, block: PageBlock, tree: ast.Module, backend: str
         return PagePlan(block, "skip", blocked, stated=stated)
     standins = tuple(sorted(missing & set(STANDINS)))
     page = {"main": main, "torchrun_env": torchrun_env, "expects_launch": launches, "standins": list(standins)}
-    spec = PageSpec(id=block.id, symbol="", units=tuple(units), world_size=size, device="cpu", requires=(), skip=None,
-                    source=block.source, line=block.line, page=page)
+    spec = PageSpec(
+        id=block.id,
+        symbol="",
+        units=tuple(units),
+        world_size=size,
+        device="cpu",
+        requires=(),
+        skip=None,
+        source=block.source,
+        line=block.line,
+        page=page,
+    )
     rewrites = tuple(page_rewrites(code, backend))
-    return PagePlan(block, "run", spec=spec, standins=standins, rewrites=rewrites, how=f"{how}; world size {size}: {size_why}",
-                    stated=stated, parts=tuple(parts))
+    return PagePlan(
+        block,
+        "run",
+        spec=spec,
+        standins=standins,
+        rewrites=rewrites,
+        how=f"{how}; world size {size}: {size_why}",
+        stated=stated,
+        parts=tuple(parts),
+    )

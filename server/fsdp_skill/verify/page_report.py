@@ -36,15 +36,17 @@ def page_section(rows: list[dict[str, Any]]) -> list[str]:
         "",
         "## Page code",
         "",
-        ("Every code block of the reference files (not the generated signatures, not the `>>>` examples above), "
-        "by kind: **program** (run as the page launches it: its `__main__` entry point with the page's own "
-        "`mp.spawn` / `mp.Process` calls served by the runner's ranks, or a torchrun script with torchrun's "
-        "environment), **rank-function** (run through the page's own launcher template), **continuation** "
-        "(builds on earlier blocks; run where the page states an outcome to check), **fragment**, **shell**, "
-        "**output**. Blocks that cannot run are statically checked: every torch name resolved and every call's "
-        "arguments bound to the installed torch's signatures (**checked** — nothing ran). "
-        "**passed-with-stand-ins** ran with declared stand-ins (`server/fsdp_skill/verify/standins.py`). "
-        "Rewrites (`cuda->cpu`, `nccl->gloo`) are listed per row in `verification.json`."),
+        (
+            "Every code block of the reference files (not the generated signatures, not the `>>>` examples above), "
+            "by kind: **program** (run as the page launches it: its `__main__` entry point with the page's own "
+            "`mp.spawn` / `mp.Process` calls served by the runner's ranks, or a torchrun script with torchrun's "
+            "environment), **rank-function** (run through the page's own launcher template), **continuation** "
+            "(builds on earlier blocks; run where the page states an outcome to check), **fragment**, **shell**, "
+            "**output**. Blocks that cannot run are statically checked: every torch name resolved and every call's "
+            "arguments bound to the installed torch's signatures (**checked** — nothing ran). "
+            "**passed-with-stand-ins** ran with declared stand-ins (`server/fsdp_skill/verify/standins.py`). "
+            "Rewrites (`cuda->cpu`, `nccl->gloo`) are listed per row in `verification.json`."
+        ),
         "",
         "Summary: " + _tally(rows) + f" ({len(rows)} blocks).",
         "",
@@ -54,6 +56,8 @@ def page_section(rows: list[dict[str, Any]]) -> list[str]:
     lines += [f"| `{page}` | {len(page_rows)} | {_tally(page_rows)} |" for page, page_rows in sorted(by_page.items())]
     lines += ["", "| block | kind | backend | world size | status | reason |", "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| `{_cell(r['name'])}` | {r.get('kind', '')} | {r['backend']} | {r['world_size']} | {r['status']} | "
-                     f"{_cell(r.get('reason'))} |")
+        lines.append(
+            f"| `{_cell(r['name'])}` | {r.get('kind', '')} | {r['backend']} | {r['world_size']} | {r['status']} | "
+            f"{_cell(r.get('reason'))} |"
+        )
     return lines

@@ -47,10 +47,18 @@ def plan_all(data: dict[str, Any], chosen: list[PageBlock], backend: str) -> tup
     return context, [plan_block(context, context.by_id[b.id], backend) for b in chosen]
 
 
-def _row(plan: PagePlan, backend: str, world_size: int, status: str, reason: str | None, seconds: float = 0.0) -> Result:
+def _row(
+    plan: PagePlan, backend: str, world_size: int, status: str, reason: str | None, seconds: float = 0.0
+) -> Result:
     row: Result = {
-        "name": plan.block.id, "backend": backend, "world_size": world_size, "status": status, "reason": reason,
-        "seconds": round(seconds, 3), "warnings": [], "kind": plan.block.kind,
+        "name": plan.block.id,
+        "backend": backend,
+        "world_size": world_size,
+        "status": status,
+        "reason": reason,
+        "seconds": round(seconds, 3),
+        "warnings": [],
+        "kind": plan.block.kind,
     }
     if plan.how:
         row["how"] = plan.how
@@ -92,8 +100,11 @@ def static_rows(ctx: PageContext, plans: list[PagePlan], backend: str) -> list[R
         if plan.action == "skip":
             rows.append(_row(plan, backend, 1, "skipped", plan.reason))
         elif plan.action == "static":
-            why = plan.reason or ("a fragment: part of a program the page never shows whole" if plan.block.kind == "fragment"
-                                  else "it builds on earlier blocks and states no outcome to check")
+            why = plan.reason or (
+                "a fragment: part of a program the page never shows whole"
+                if plan.block.kind == "fragment"
+                else "it builds on earlier blocks and states no outcome to check"
+            )
             status, reason = static_verdict(check(_code_of(plan.block), _context(ctx, plan.block)), why)
             rows.append(_row(plan, backend, 1, status, reason))
     return rows
@@ -105,20 +116,29 @@ def finish_run_rows(plans: list[PagePlan], results: list[Result]) -> list[Result
     rows: list[Result] = []
     for result in results:
         plan = by_id[result["name"]]
-        row = {**_row(plan, result["backend"], result["world_size"], result["status"], result.get("reason"), result["seconds"]),
-               "warnings": result.get("warnings", [])}
+        row = {
+            **_row(
+                plan, result["backend"], result["world_size"], result["status"], result.get("reason"), result["seconds"]
+            ),
+            "warnings": result.get("warnings", []),
+        }
         if result.get("ranks"):
             row["ranks"] = result["ranks"]
         shown = _raised_as_shown(result, plan.block.output) if row["status"] in ("failed", "doc-bug") else None
         if shown:
             row["status"], row["reason"] = "passed", f"raised what the page shows it raises: {shown}"
-        elif row["status"] in ("failed", "doc-bug") and _MISSING_FILE.search(_evidence(result)):
+        elif row["status"] in ("failed", "doc-bug") and (missing := _MISSING_FILE.search(_evidence(result))):
             row["status"] = "skipped"
-            row["reason"] = ("reads a file an earlier block of the page writes, and that block did not run here: "
-                             + _MISSING_FILE.search(_evidence(result)).group(0))  # type: ignore[union-attr]
+            row["reason"] = (
+                "reads a file an earlier block of the page writes, and that block did not run here: " + missing.group(0)
+            )
         if row["status"] == "passed" and plan.standins:
             row["status"] = "passed-with-stand-ins"
-            row["reason"] = "passed with stand-ins: " + ", ".join(plan.standins) + (f" ({row['reason']})" if row.get("reason") else "")
+            row["reason"] = (
+                "passed with stand-ins: "
+                + ", ".join(plan.standins)
+                + (f" ({row['reason']})" if row.get("reason") else "")
+            )
         elif plan.standins:
             row["reason"] = f"{row.get('reason') or ''} (ran with stand-ins: {', '.join(plan.standins)})".strip()
         rows.append(row)
@@ -131,7 +151,9 @@ _MISSING_FILE = re.compile(r"No such file or directory: '[^']*'")
 
 
 def _evidence(result: Result) -> str:
-    return "\n".join(str(rank.get(key) or "") for rank in result.get("ranks", []) for key in ("traceback", "log")) + str(result.get("reason"))
+    return "\n".join(
+        str(rank.get(key) or "") for rank in result.get("ranks", []) for key in ("traceback", "log")
+    ) + str(result.get("reason"))
 
 
 def _raised_as_shown(result: Result, output: str | None) -> str | None:
@@ -182,7 +204,9 @@ def static_for_fragments(results: list[Result], specs: list[ExampleSpec]) -> lis
             trees = [ast.parse(spec.code)]
         except SyntaxError:
             trees = []
-        status, reason = static_verdict(check(spec.code, {**CONVENTIONAL, **page_imports(trees)}, globals_), result["reason"])
+        status, reason = static_verdict(
+            check(spec.code, {**CONVENTIONAL, **page_imports(trees)}, globals_), result["reason"]
+        )
         out.append({**result, "status": status, "reason": reason})
     return out
 
@@ -196,7 +220,11 @@ def tally_by_kind(rows: list[Result]) -> list[str]:
     for kind in ("program", "rank-function", "continuation", "fragment", "shell", "output"):
         if kind in by_kind:
             tally = by_kind[kind]
-            lines.append(f"{kind}: " + ", ".join(f"{tally[s]} {s}" for s in PAGE_STATUSES if tally[s]) + f" ({sum(tally.values())})")
+            lines.append(
+                f"{kind}: "
+                + ", ".join(f"{tally[s]} {s}" for s in PAGE_STATUSES if tally[s])
+                + f" ({sum(tally.values())})"
+            )
     return lines
 
 
@@ -205,8 +233,9 @@ def summary_line(rows: list[Result]) -> str:
     return "verify: page code: " + ", ".join(f"{tally[s]} {s}" for s in PAGE_STATUSES) + f" ({len(rows)} blocks)"
 
 
-def split_results(ran: list[Result], static: list[Result], plans: list[PagePlan], examples: list[ExampleSpec],
-                  blocks: list[PageBlock]) -> tuple[list[Result], list[Result]]:
+def split_results(
+    ran: list[Result], static: list[Result], plans: list[PagePlan], examples: list[ExampleSpec], blocks: list[PageBlock]
+) -> tuple[list[Result], list[Result]]:
     """(example rows, page-code rows in page order) from one pooled run: fragment examples get the
     static check; the page rows join the statically checked ones."""
     page_ids = {p.block.id for p in plans if p.action == "run"}

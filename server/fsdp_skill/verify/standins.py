@@ -102,8 +102,12 @@ class StandIn:
 
 
 STANDINS: dict[str, StandIn] = {
-    "datasets": StandIn("torchvision.datasets (MNIST -> 256 random 1x28x28 samples, nothing downloaded)", lambda: _Datasets),
-    "transforms": StandIn("torchvision.transforms (identity: the stand-in dataset is already tensors)", lambda: _Transforms),
+    "datasets": StandIn(
+        "torchvision.datasets (MNIST -> 256 random 1x28x28 samples, nothing downloaded)", lambda: _Datasets
+    ),
+    "transforms": StandIn(
+        "torchvision.transforms (identity: the stand-in dataset is already tensors)", lambda: _Transforms
+    ),
     "Net": StandIn("the tutorial repository's MNIST Net (not on the page)", _mnist_net),
     "Random": StandIn("random.Random (the page omits `from random import Random`)", lambda: random.Random),
     "ceil": StandIn("math.ceil (the page omits `from math import ceil`)", lambda: math.ceil),
@@ -130,14 +134,21 @@ _P2P_OUTPUT = {r: f"Rank  {r}  has data  tensor(1.)" for r in (0, 1)}
 
 STATED: dict[str, Stated] = {
     "getting-started.md#point-to-point-communication:1": Stated(
-        "process 0 increments the tensor and sends it to process 1 so that they both end up with 1.0", _P2P_OUTPUT),
+        "process 0 increments the tensor and sends it to process 1 so that they both end up with 1.0", _P2P_OUTPUT
+    ),
     "getting-started.md#point-to-point-communication:2": Stated(
         "after req.wait() has been executed we are guaranteed that the communication took place, and that the value "
         "stored in tensor[0] is 1.0",
-        {0: "Rank 0 started sending\nRank  0  has data  tensor(1.)", 1: "Rank 1 started receiving\nRank  1  has data  tensor(1.)"}),
+        {
+            0: "Rank 0 started sending\nRank  0  has data  tensor(1.)",
+            1: "Rank 1 started receiving\nRank  1  has data  tensor(1.)",
+        },
+    ),
     "getting-started.md#collective-communication:1": Stated(
         "in order to obtain the sum of all tensors on all processes, we can use the dist.all_reduce(tensor, op, group) "
-        "collective", {r: f"Rank  {r}  has data  tensor(2.)" for r in (0, 1)}),
+        "collective",
+        {r: f"Rank  {r}  has data  tensor(2.)" for r in (0, 1)},
+    ),
     "getting-started.md#our-own-ring-allreduce:1": Stated(
         "It takes a recv tensor and will store the sum of all send tensors in it",
         driver=(
@@ -147,7 +158,8 @@ STATED: dict[str, Stated] = {
             "allreduce(_send, _recv)\n"
             "_n = dist.get_world_size()\n"
             "_want = _t.tensor([_n * (_n + 1) / 2, 10.0 * _n])\n"
-            "assert _t.equal(_recv, _want), f'recv holds {_recv.tolist()}, the sum of all send tensors is {_want.tolist()}'\n"
+            "assert _t.equal(_recv, _want), "
+            "f'recv holds {_recv.tolist()}, the sum of all send tensors is {_want.tolist()}'\n"
         ),
         world_size=3,
     ),
@@ -161,7 +173,8 @@ STATED: dict[str, Stated] = {
             "average_gradients(_m)\n"
             "_mean = sum(range(dist.get_world_size())) / dist.get_world_size()\n"
             "for _p in _m.parameters():\n"
-            "    assert _t.allclose(_p.grad, _t.full_like(_p, _mean)), f'grad {_p.grad.tolist()} is not the mean {_mean}'\n"
+            "    assert _t.allclose(_p.grad, _t.full_like(_p, _mean)), "
+            "f'grad {_p.grad.tolist()} is not the mean {_mean}'\n"
         ),
     ),
 }

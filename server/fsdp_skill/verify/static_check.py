@@ -30,8 +30,13 @@ _MISSING = object()
 # Names conventionally bound in torch docs; used for a block that uses them while the page imports them
 # in another block (or, for a docstring, the defining module's globals do).
 # (`optim` and `mp` are not among them: pages use `optim` for an optimizer instance too.)
-CONVENTIONAL = {"torch": "torch", "dist": "torch.distributed", "nn": "torch.nn", "F": "torch.nn.functional",
-                "dcp": "torch.distributed.checkpoint"}
+CONVENTIONAL = {
+    "torch": "torch",
+    "dist": "torch.distributed",
+    "nn": "torch.nn",
+    "F": "torch.nn.functional",
+    "dcp": "torch.distributed.checkpoint",
+}
 
 
 @dataclass
@@ -98,7 +103,12 @@ def page_imports(trees: list[ast.Module]) -> dict[str, str]:
                 for alias in node.names:
                     if alias.name.split(".")[0] == "torch":
                         found[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else "torch"
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "torch":
+            elif (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.level == 0
+                and node.module.split(".")[0] == "torch"
+            ):
                 for alias in node.names:
                     if alias.name != "*":
                         found[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -126,7 +136,9 @@ def _check_imports(tree: ast.Module, result: StaticResult) -> None:
                 if root != "torch":
                     result.external.add(root)
                 elif _import(alias.name) is _MISSING:
-                    result.failures.append(f"line {node.lineno}: `import {alias.name}`: no such module in the installed torch")
+                    result.failures.append(
+                        f"line {node.lineno}: `import {alias.name}`: no such module in the installed torch"
+                    )
                 else:
                     result.names += 1
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -139,7 +151,8 @@ def _check_imports(tree: ast.Module, result: StaticResult) -> None:
                     continue
                 if _import(f"{node.module}.{alias.name}") is _MISSING:
                     result.failures.append(
-                        f"line {node.lineno}: `from {node.module} import {alias.name}`: {node.module} has no {alias.name} in the installed torch"
+                        f"line {node.lineno}: `from {node.module} import {alias.name}`: "
+                        f"{node.module} has no {alias.name} in the installed torch"
                     )
                 else:
                     result.names += 1
@@ -149,7 +162,9 @@ def _bind(func: Any, call: ast.Call) -> str | None:
     """Why the call's arguments do not bind to func's signature, or None (also when unknowable)."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         return None  # *args / **kwargs at the call site: the count is unknown
-    if any(isinstance(a, ast.Constant) and a.value is Ellipsis for a in [*call.args, *(k.value for k in call.keywords)]):
+    if any(
+        isinstance(a, ast.Constant) and a.value is Ellipsis for a in [*call.args, *(k.value for k in call.keywords)]
+    ):
         return None  # `nn.Embedding(...)`: the page elides the arguments on purpose
     try:
         signature = inspect.signature(func)
