@@ -107,3 +107,52 @@ def test_temporary_names_are_ignored_by_git() -> None:
     result = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=ROOT, capture_output=True,
                             text=True, timeout=60, check=False)
     assert result.stdout.split() == names
+
+
+def test_a_scratch_folder_of_a_dead_run_is_swept_and_a_live_ones_is_kept(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from fsdp_skill.core.scratch import make_scratch_dir
+
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(done.stdout)  # that process has exited: its folder is a leftover
+    dead = tmp_path / f"fsdp-verify-{dead_pid}-abc123"
+    live = tmp_path / f"fsdp-verify-{os.getppid()}-xyz789"  # our parent is alive
+    dead.mkdir()
+    live.mkdir()
+    fresh = make_scratch_dir(tmp_path, "fsdp-verify-")
+    assert not dead.exists() and live.is_dir() and fresh.is_dir()
+
+
+def test_a_scratch_like_folder_that_names_no_owner_is_kept_until_it_is_a_day_old(tmp_path: Path) -> None:
+    import os
+    import time
+
+    from fsdp_skill.core.scratch import UNOWNED_GRACE_S, leftovers
+
+    # Another tool's or an older version's folder may belong to a run that is still going.
+    recent = tmp_path / "fsdp-verify-page-code-123"
+    old = tmp_path / "fsdp-verify-something"
+    recent.mkdir()
+    old.mkdir()
+    past = time.time() - UNOWNED_GRACE_S - 60
+    os.utime(old, (past, past))
+    assert leftovers(tmp_path, "fsdp-verify-") == [old]
+
+
+def test_the_page_code_folder_is_named_by_its_run_so_other_pools_never_take_it_for_a_leftover() -> None:
+    import os
+    import tempfile
+
+    from fsdp_skill.core.scratch import leftovers
+    from fsdp_skill.verify.page_exec import WORKDIR_PREFIX, workdir
+
+    folder = Path(workdir(os.getpid()))
+    assert folder.name.startswith(WORKDIR_PREFIX) and not folder.name.startswith("fsdp-verify-")
+    folder.mkdir(exist_ok=True)
+    try:
+        assert folder not in leftovers(Path(tempfile.gettempdir()), WORKDIR_PREFIX)
+    finally:
+        folder.rmdir()

@@ -180,6 +180,21 @@ def test_the_static_check_resolves_names_binds_calls_and_reports_each_failure_wi
     assert static_verdict(check("def f(:\n"), None)[0] == "doc-bug"
 
 
+@pytest.mark.torch
+def test_a_name_of_a_backend_this_build_lacks_is_a_skip_not_a_doc_bug() -> None:
+    import torch.distributed as dist
+
+    if dist.is_nccl_available():
+        pytest.skip("this torch build has NCCL: dist.ProcessGroupNCCL resolves")
+    result = check("import torch.distributed as dist\nopts = dist.ProcessGroupNCCL.Options()\n")
+    assert result.failures == []
+    assert result.unbuilt == ["`dist.ProcessGroupNCCL.Options` (this torch build has no NCCL)"]
+    status, reason = static_verdict(result, None)
+    assert status == "skipped" and "names a backend this torch build lacks" in reason
+    # A name that exists in no build is still a doc-bug.
+    assert static_verdict(check("import torch.distributed as dist\ndist.NoSuchThing\n"), None)[0] == "doc-bug"
+
+
 def test_a_run_that_needed_stand_ins_never_reports_plain_passed() -> None:
     catalog = {"page_code": CATALOG["page_code"]}
     ctx = PageContext(blocks_from_catalog(catalog))

@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 # `<pid>-<mkdtemp's random part>` at the end of the name.
@@ -31,8 +32,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+# A `<prefix>…` entry that names no owner (another tool's, or an older version's) is only taken for a
+# leftover once nothing has touched it for this long: it may belong to a run that is still going.
+UNOWNED_GRACE_S = 24 * 3600
+
+
 def leftovers(parent: Path, prefix: str) -> list[Path]:
-    """Entries of parent named `<prefix>…` whose creating process is gone (or that name none)."""
+    """Entries of parent named `<prefix>…` whose creating process is gone (or that name none and have not
+    been touched for a day)."""
     if not parent.is_dir():
         return []
     found = []
@@ -40,9 +47,19 @@ def leftovers(parent: Path, prefix: str) -> list[Path]:
         if not entry.name.startswith(prefix):
             continue
         owner = _OWNER.search(entry.name[len(prefix) :])
-        if owner is None or (int(owner.group(1)) != os.getpid() and not pid_alive(int(owner.group(1)))):
+        if owner is None:
+            if _untouched_for(entry) > UNOWNED_GRACE_S:
+                found.append(entry)
+        elif int(owner.group(1)) != os.getpid() and not pid_alive(int(owner.group(1))):
             found.append(entry)
     return found
+
+
+def _untouched_for(entry: Path) -> float:
+    try:
+        return time.time() - entry.lstat().st_mtime
+    except OSError:  # removed meanwhile
+        return 0.0
 
 
 def remove_leftovers(parent: Path, prefix: str) -> list[Path]:

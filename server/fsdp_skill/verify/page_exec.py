@@ -39,11 +39,16 @@ def prepare(namespace: dict[str, Any], page: dict[str, Any], ctx: Any) -> None:
         namespace[name] = standins.make(name)
 
 
+WORKDIR_PREFIX = "fsdp-pagecode-"
+
+
 def workdir(parent_pid: int) -> str:
     """The folder page code runs in: one per verify run (named by the parent's pid), shared by its ranks
     and by the blocks of a run in order, as a reader runs a page's scripts in one folder; the parent
     removes it at the end (`page_run.remove_workdir`). Relative paths never land in the checkout."""
-    return os.path.join(tempfile.gettempdir(), f"fsdp-verify-page-code-{parent_pid}")
+    # `<prefix><pid>-run`: core.scratch reads the owner from the name, so a killed run's folder is swept
+    # (`page_run.remove_workdir`) and a live run's is never taken for a leftover by another run's pool.
+    return os.path.join(tempfile.gettempdir(), f"{WORKDIR_PREFIX}{parent_pid}-run")
 
 
 @contextlib.contextmanager

@@ -19,7 +19,9 @@ import ast
 import os
 import re
 import shutil
+import tempfile
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from .examples import ExampleSpec
@@ -91,6 +93,11 @@ def static_verdict(result: StaticResult, why_not_run: str | None) -> tuple[str, 
         return "doc-bug", f"the documented code is {result.syntax_error}{tail}"
     if result.failures:
         return "doc-bug", f"{result.summary}; {len(result.failures)} problem(s): " + "; ".join(result.failures) + tail
+    if result.unbuilt:
+        return "skipped", (
+            f"{result.summary}; names a backend this torch build lacks: {', '.join(result.unbuilt)}; "
+            "check it on a build with that backend" + tail
+        )
     return "checked", result.summary + tail
 
 
@@ -176,10 +183,13 @@ def _raised_as_shown(result: Result, output: str | None) -> str | None:
 
 
 def remove_workdir() -> None:
-    """The folder this run's page code ran in (see page_exec.workdir)."""
-    from .page_exec import workdir
+    """The folder this run's page code ran in (see page_exec.workdir), and those of killed runs."""
+    from fsdp_skill.core.scratch import remove_leftovers
+
+    from .page_exec import WORKDIR_PREFIX, workdir
 
     shutil.rmtree(workdir(os.getpid()), ignore_errors=True)
+    remove_leftovers(Path(tempfile.gettempdir()), WORKDIR_PREFIX)
 
 
 def runnable_specs(plans: list[PagePlan]) -> list[ExampleSpec]:

@@ -45,6 +45,9 @@ class StaticResult:
     calls: int = 0  # calls of torch callables whose arguments bind
     external: set[str] = field(default_factory=set)  # non-torch imports, not checked
     failures: list[str] = field(default_factory=list)  # doc-bug evidence, one line each
+    # Names of a communication backend this torch build was compiled without (ProcessGroupNCCL on a CPU
+    # wheel): absent here, present in a build with that backend, so they say nothing about the docs.
+    unbuilt: list[str] = field(default_factory=list)
     syntax_error: str | None = None
 
     @property
@@ -53,6 +56,29 @@ class StaticResult:
         if self.external:
             text += f" (not checked, outside torch: {', '.join(sorted(self.external))})"
         return text
+
+
+# Backend-specific names, and how torch.distributed says whether this build has the backend.
+_BACKEND_MARKERS = {
+    "NCCL": "is_nccl_available",
+    "Nccl": "is_nccl_available",
+    "MPI": "is_mpi_available",
+    "UCC": "is_ucc_available",
+    "XCCL": "is_xccl_available",
+}
+
+
+def unbuilt_backend(label: str) -> str | None:
+    """The backend a name belongs to when this torch build lacks it (`dist.ProcessGroupNCCL` on a CPU
+    wheel -> 'NCCL'); None for any other name."""
+    import torch.distributed as dist
+
+    for marker, probe in _BACKEND_MARKERS.items():
+        if any(marker in part for part in label.split(".")[1:]):
+            available = getattr(dist, probe, None)
+            if available is not None and not available():
+                return marker.upper()
+    return None
 
 
 def _import(path: str) -> Any:
@@ -219,7 +245,9 @@ def check(code: str, context: dict[str, str] | None = None, globals_: dict[str, 
         if key in seen:
             continue
         seen.add(key)
-        if obj is _MISSING:
+        if obj is _MISSING and (backend := unbuilt_backend(label)):
+            result.unbuilt.append(f"`{label}` (this torch build has no {backend})")
+        elif obj is _MISSING:
             result.failures.append(f"line {node.lineno}: `{label}` does not resolve in the installed torch")
         else:
             result.names += 1
