@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from fsdp_skill.core.catalog import ApiEntry, Example, PageCode, Pattern
+from fsdp_skill.verify.code_shape import dotted_parts
 from fsdp_skill.verify.static_check import CONVENTIONAL, page_imports, resolve_path
 
 SCOPE = ("torch.distributed", "torch.utils.checkpoint")
@@ -41,16 +42,6 @@ def _strip_prompts(code: str) -> str:
     return "\n".join(ln.lstrip()[4:] for ln in code.split("\n") if ln.lstrip().startswith((">>>", "...")))
 
 
-def _dotted(node: ast.AST) -> list[str] | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return list(reversed(parts))
-    return None
-
 
 def used_names(texts: Iterable[str]) -> set[str]:
     """torch.distributed / torch.utils.checkpoint paths the code imports or uses as dotted names."""
@@ -68,7 +59,7 @@ def used_names(texts: Iterable[str]) -> set[str]:
             elif (
                 isinstance(node, ast.Attribute)
                 and id(node) not in inner
-                and (parts := _dotted(node))
+                and (parts := dotted_parts(node))
                 and parts[0] in names
             ):
                 found.add(".".join([names[parts[0]], *parts[1:]]))

@@ -16,6 +16,24 @@ LAUNCH_CALLS = frozenset({"spawn", "Process", "start_processes"})
 BUILTINS = frozenset(dir(builtins))
 
 
+def dotted_parts(node: ast.AST) -> list[str] | None:
+    """`a.b.c` as ['a', 'b', 'c']; None when the chain does not start at a plain name (`f().x`)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return list(reversed(parts))
+    return None
+
+
+def dotted(node: ast.AST) -> str | None:
+    """`a.b.c` as one string, or None (see dotted_parts)."""
+    parts = dotted_parts(node)
+    return ".".join(parts) if parts else None
+
+
 def _bound(tree: ast.AST) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(tree):

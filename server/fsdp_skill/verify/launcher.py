@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from .code_shape import dotted
+
 SHIM_NAME = "__verify_launcher__"
 _LAUNCHER_MODULES = frozenset({"mp", "torch.multiprocessing", "multiprocessing"})
 _SHIMMED = frozenset({"spawn", "start_processes", "Process", "set_start_method", "get_context"})
@@ -85,16 +87,6 @@ class LauncherShim:
         return self
 
 
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
 
 class _PageRewriter(ast.NodeTransformer):
     def __init__(self, backend: str, device_name: str, world_size_name: str) -> None:
@@ -104,12 +96,12 @@ class _PageRewriter(ast.NodeTransformer):
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in _SHIMMED and _dotted(func.value) in _LAUNCHER_MODULES:
+        if isinstance(func, ast.Attribute) and func.attr in _SHIMMED and dotted(func.value) in _LAUNCHER_MODULES:
             node.func = ast.copy_location(ast.Attribute(ast.Name(SHIM_NAME, ast.Load()), func.attr, ast.Load()), func)
             return node
         if not self.cpu:
             return node
-        if _dotted(func) == "torch.cuda.device_count":
+        if dotted(func) == "torch.cuda.device_count":
             return ast.copy_location(ast.Name(self.world_size_name, ast.Load()), node)
         if (
             isinstance(func, ast.Attribute)
@@ -154,8 +146,8 @@ def page_rewrites(code: str, backend: str) -> list[str]:
         for c in calls
     ):
         found.append(".to(rank)->.to(cpu)")
-    if any(_dotted(c.func) == "torch.cuda.device_count" for c in calls):
+    if any(dotted(c.func) == "torch.cuda.device_count" for c in calls):
         found.append("torch.cuda.device_count()->world size")
-    if any(_dotted(c.func) == "torch.cuda.set_device" for c in calls):
+    if any(dotted(c.func) == "torch.cuda.set_device" for c in calls):
         found.append("torch.cuda.set_device->no-op")
     return found

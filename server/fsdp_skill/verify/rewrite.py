@@ -24,6 +24,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .code_shape import dotted
+
 DEVICE_NAME = "__verify_device__"
 BACKEND_NAME = "__verify_backend__"
 
@@ -38,16 +40,6 @@ _CPU_NONE_KEYWORDS = {"device_ids", "output_device", "device_id"}
 # torch.cuda attributes that are harmless on a CPU-only build (they answer instead of raising).
 _CUDA_SAFE_ON_CPU = {"is_available", "device_count", "set_device"}
 
-
-def _dotted(node: ast.AST) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
 
 
 def _is_cuda_device_literal(node: ast.AST) -> bool:
@@ -72,7 +64,7 @@ class _DeviceRewriter(ast.NodeTransformer):
         self.cpu = backend != "nccl"
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
-        name = _dotted(node.func) or ""
+        name = dotted(node.func) or ""
         last = name.rsplit(".", 1)[-1]
         if last in _PG_LIFECYCLE and (name == last or name.startswith(("dist.", "torch.distributed."))):
             return _none(node)
@@ -86,7 +78,7 @@ class _DeviceRewriter(ast.NodeTransformer):
                 return _none(node)
             node.args = [_device(node)]
             return node
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and _dotted(node.func) != "torch.cuda":
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and dotted(node.func) != "torch.cuda":
             # `tensor.cuda()` / `model.cuda(rank)` -> `.to(device)`; `torch.cuda` itself is a module, not a call.
             target = self.visit(node.func.value)
             func = ast.copy_location(ast.Attribute(target, "to", ast.Load()), node.func)
@@ -169,7 +161,7 @@ def _placeholder_lines(tree: ast.AST) -> list[int]:
 def _cuda_only_apis(tree: ast.AST) -> list[str]:
     found: list[str] = []
     for node in ast.walk(tree):
-        name = _dotted(node) if isinstance(node, ast.Attribute) else None
+        name = dotted(node) if isinstance(node, ast.Attribute) else None
         if name and name.startswith("torch.cuda.") and name.split(".")[2] not in _CUDA_SAFE_ON_CPU:
             found.append(".".join(name.split(".")[:3]))
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch.cuda"):
@@ -186,7 +178,7 @@ def _fixed_ports(tree: ast.AST) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and _TCP_URL.match(node.value):
             found.append(node.value)
-        elif isinstance(node, ast.Call) and (_dotted(node.func) or "").rsplit(".", 1)[-1] == "TCPStore":
+        elif isinstance(node, ast.Call) and (dotted(node.func) or "").rsplit(".", 1)[-1] == "TCPStore":
             port = (
                 node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "port"), None)
             )
@@ -239,7 +231,7 @@ def _reads_argv(tree: ast.AST) -> bool:
             and not node.args
         ):
             return True
-        if _dotted(node) == "sys.argv":
+        if dotted(node) == "sys.argv":
             return True
     return False
 

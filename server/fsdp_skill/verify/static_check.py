@@ -26,6 +26,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from .code_shape import dotted_parts
+
 _MISSING = object()
 # Names conventionally bound in torch docs; used for a block that uses them while the page imports them
 # in another block (or, for a docstring, the defining module's globals do).
@@ -108,16 +110,6 @@ def resolve_path(path: str) -> Any:
     obj = _import(path)
     return None if obj is _MISSING else obj
 
-
-def _dotted(node: ast.AST) -> list[str] | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return list(reversed(parts))
-    return None
 
 
 def page_imports(trees: list[ast.Module]) -> dict[str, str]:
@@ -222,7 +214,7 @@ def check(code: str, context: dict[str, str] | None = None, globals_: dict[str, 
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load) or id(node) in inner:
             continue
-        parts = _dotted(node)
+        parts = dotted_parts(node)
         if not parts or parts[0] in local:
             continue
         root = parts[0]
