@@ -192,6 +192,7 @@ def fake_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(240)
 def test_only_claims_prints_one_row_per_check_and_writes_claim_rows(
     fake_repo: Path, capsys: pytest.CaptureFixture[str]

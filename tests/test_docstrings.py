@@ -366,6 +366,7 @@ def test_a_registry_places_no_entry_for_a_module_without_a_docstring() -> None:
     assert expanded.startswith("## DCP\n\nText.")
 
 
+@pytest.mark.torch
 def test_a_directive_that_spells_the_signature_documents_the_name_before_it_and_a_failed_import_says_why() -> None:
     [doc], warnings = doc_of(
         "autoclass",
@@ -398,6 +399,7 @@ def test_an_automethod_nested_in_an_autoclass_body_documents_that_member() -> No
     assert calls == [("autoclass", "RendezvousStoreInfo", {"members": "build"})]
 
 
+@pytest.mark.torch
 def test_a_member_a_siblings_deprecation_message_names_is_marked_deprecated_saying_where_it_is_stated() -> None:
     [doc], _ = doc_of(
         "autoclass",

@@ -161,6 +161,7 @@ def test_rewrites_are_named_for_the_report_row() -> None:
     assert page_rewrites(code, "nccl") == []
 
 
+@pytest.mark.torch
 def test_the_static_check_resolves_names_binds_calls_and_reports_each_failure_with_evidence() -> None:
     result = check(
         "import torch.distributed as dist\nfrom torch.distributed.fsdp import fully_shard, NoSuch\n"
@@ -217,6 +218,7 @@ def test_a_run_that_needed_stand_ins_never_reports_plain_passed() -> None:
     assert row["status"] == "passed-with-stand-ins" and row["reason"].startswith("passed with stand-ins: ")
 
 
+@pytest.mark.torch
 @pytest.mark.timeout(300)
 def test_the_writing_distributed_applications_examples_run_on_gloo_through_the_pages_own_launcher() -> None:
     from fsdp_skill.verify.page_run import plan_all, select_blocks
@@ -237,6 +239,7 @@ def test_the_writing_distributed_applications_examples_run_on_gloo_through_the_p
     assert ring["world_size"] == 3 and "sum of all send tensors" in ring["stated"]
 
 
+@pytest.mark.torch
 def test_a_docstring_example_skipped_as_a_fragment_is_statically_checked_in_its_modules_globals() -> None:
     from fsdp_skill.verify.examples import spec_from_entry
     from fsdp_skill.verify.page_run import static_for_fragments
@@ -272,6 +275,7 @@ def test_a_docstring_example_skipped_as_a_fragment_is_statically_checked_in_its_
     assert bad["status"] == "doc-bug" and "unexpected keyword argument 'dts'" in bad["reason"]
 
 
+@pytest.mark.torch
 def test_names_the_documented_code_uses_are_covered_by_an_entry_of_the_same_object_or_listed_with_a_reason() -> None:
     from fsdp_skill.build.code_names import drift_section, uncovered
 
