@@ -9,11 +9,11 @@ changes; the server still never imports torch.
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from fsdp_skill.serve.file_cache import FileCache
 from fsdp_skill.serve.results import VerificationStatus
 
 
@@ -23,29 +23,26 @@ def is_page_code_id(name: str) -> bool:
     return ".md#" in head and tail.isdigit()
 
 
+def _blocks_by_id(text: str) -> dict[str, dict[str, Any]]:
+    try:
+        blocks = json.loads(text).get("page_code") or []
+    except (ValueError, AttributeError):
+        blocks = []
+    return {b["id"]: b for b in blocks if isinstance(b, dict) and isinstance(b.get("id"), str)}
+
+
 class PageCodeCatalog:
     """The `page_code` list of references/catalog.json, by id."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        self._stamp: int | None = None
-        self._by_id: dict[str, dict[str, Any]] = {}
+        self._cache: FileCache[dict[str, dict[str, Any]]] = FileCache(path, _blocks_by_id, {})
 
     def _load(self) -> dict[str, dict[str, Any]]:
         try:
-            stamp = self.path.stat().st_mtime_ns
-        except FileNotFoundError:
+            return self._cache.get()
+        except OSError:
             return {}
-        with self._lock:
-            if stamp != self._stamp:
-                try:
-                    blocks = json.loads(self.path.read_text(encoding="utf-8")).get("page_code") or []
-                except (OSError, ValueError, AttributeError):
-                    blocks = []
-                self._by_id = {b["id"]: b for b in blocks if isinstance(b, dict) and isinstance(b.get("id"), str)}
-                self._stamp = stamp
-            return self._by_id
 
     def get(self, block_id: str) -> dict[str, Any] | None:
         return self._load().get(block_id)

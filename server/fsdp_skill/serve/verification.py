@@ -13,12 +13,12 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.quoting import clip
 from fsdp_skill.core.vocabulary import NOT_VERIFIED
+from fsdp_skill.serve.file_cache import FileCache
 from fsdp_skill.serve.results import VerificationStatus
 
 # Seconds the runner gets beyond the per-example timeout to spawn ranks and write its report.
@@ -32,20 +32,10 @@ class VerificationReport:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._lock = threading.Lock()
-        self._stamp: float | None = None
-        self._by_name: dict[str, list[VerificationStatus]] = {}
+        self._cache: FileCache[dict[str, list[VerificationStatus]]] = FileCache(path, parse_report, {})
 
     def _load(self) -> dict[str, list[VerificationStatus]]:
-        try:
-            stamp = self.path.stat().st_mtime_ns
-        except FileNotFoundError:
-            return {}
-        with self._lock:
-            if stamp != self._stamp:
-                self._by_name = parse_report(self.path.read_text(encoding="utf-8"))
-                self._stamp = stamp
-            return self._by_name
+        return self._cache.get()
 
     def statuses(self, name: str) -> list[VerificationStatus]:
         return list(self._load().get(name, []))
