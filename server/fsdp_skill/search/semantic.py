@@ -26,6 +26,8 @@ import hashlib
 import importlib.util
 import os
 import threading
+import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -135,7 +137,8 @@ class Encoder:
     _model: Any = None
     _set_threads: Any = None  # libgomp's omp_set_num_threads, reached through the engine library
     threads = 0  # the most threads a query may use, once loaded (0: not loaded)
-    calls_by_threads: ClassVar[dict[int, int]] = {}  # queries embedded, by the threads they used
+    # The last queries embedded: (threads used, wall milliseconds), for `bench search` to report.
+    recent: ClassVar[deque[tuple[int, float]]] = deque(maxlen=4096)
 
     @classmethod
     def model(cls) -> Any:
@@ -175,9 +178,9 @@ class Encoder:
         model = cls.model()
         threads = query_threads(cls.threads, _cores(), others_running()) if cls._set_threads else cls.threads
         cls._use_threads(threads)
+        start = time.perf_counter()
         vector = np.asarray(model.query(text), dtype="<f4")
-        with cls._lock:
-            cls.calls_by_threads[threads] = cls.calls_by_threads.get(threads, 0) + 1
+        cls.recent.append((threads, (time.perf_counter() - start) * 1000))  # deque.append is atomic
         return vector
 
 
