@@ -79,10 +79,11 @@ THREADS_VARIABLE = "FSDP_SKILL_SEMANTIC_THREADS"
 # measured (no machine with more cores ran it), so the default stops at two.
 MAX_DEFAULT_THREADS = 2
 # How long (in pause instructions) an engine thread spins at the end of a parallel step before it
-# sleeps. A query has hundreds of such steps, each tens of microseconds long: sleeping at each one
-# (OMP_WAIT_POLICY=passive) measured 28-31 ms, slower than one thread; spinning 10,000 and more
-# measured 15 ms. libgomp's default (300,000) is as fast but keeps a core busy for milliseconds
-# after each query (CPU per query 78 ms against 35).
+# sleeps. A query has hundreds of such steps, each tens of microseconds long. Measured on an idle
+# 2-core machine, two threads: sleeping at once (OMP_WAIT_POLICY=passive) 28-31 ms per query, slower
+# than one thread; spinning 3,000: 41-49 ms; 10,000 or 30,000: 16 ms (30,000 keeps a margin for CPUs
+# whose pause is shorter); libgomp's default 300,000: 16 ms too, but it keeps spinning between
+# queries (36 ms of CPU per query against 32).
 SPIN_COUNT = 30000
 
 
