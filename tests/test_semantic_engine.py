@@ -1,7 +1,7 @@
 """The semantic side's speed work, pinned by behaviour: the engine's thread count changes no vector (so
 it may follow the machine), a query takes only the cores nobody else is running on, loading the engine
-leaves the environment alone, concurrent tool calls get the vectors a lone call gets, and the partial
-sort in `nearest` orders exactly like a full sort."""
+leaves the environment alone, concurrent tool calls get the vectors a lone call gets, and `nearest`
+breaks score ties by rowid, also at the depth cut and under a kind filter."""
 
 from __future__ import annotations
 
@@ -138,7 +138,7 @@ def test_nearest_orders_exactly_like_a_full_sort_with_ties_broken_by_rowid() -> 
             assert vectors.nearest(query, allowed, depth) == _full_sort_nearest(vectors, query, allowed, depth)
 
 
-def test_nearest_returns_nothing_when_nothing_is_allowed() -> None:
+def test_nearest_returns_only_allowed_documents() -> None:
     np = pytest.importorskip("numpy")
     vectors = semantic.DenseVectors([1, 2], [np.ones(semantic.DIMENSIONS, dtype="<f4").tobytes()] * 2)
     assert vectors.nearest(np.ones(semantic.DIMENSIONS, dtype="<f4"), set(), 10) == []

@@ -211,24 +211,21 @@ class DenseVectors:
 
     def nearest(self, query: np.ndarray, allowed: set[int] | None, depth: int) -> list[int]:
         """Rowids of the `depth` documents closest to the query vector (cosine: vectors are unit length),
-        ties broken by rowid so the order never depends on the platform's sort. Only the documents
-        scoring at least the depth-th best score are sorted (a partition finds it): the same order as
-        sorting them all, ties at the cut included."""
+        ties broken by rowid so the order never depends on the platform's sort."""
         import numpy as np
 
+        # (A partial sort, np.partition then sorting the top only, measured no faster for a thousand
+        # documents: the product with a matrix that the query's embedding pushed out of cache dominates.)
         scores = self.matrix @ query
-        rowids = self.rowids
-        if allowed is not None:
-            keep = np.isin(rowids, np.fromiter(allowed, dtype=np.int64, count=len(allowed)))
-            scores, rowids = scores[keep], rowids[keep]
-        if depth <= 0 or not len(scores):
-            return []
-        if depth < len(scores):
-            cut = len(scores) - depth
-            top = np.flatnonzero(scores >= np.partition(scores, cut)[cut])
-            scores, rowids = scores[top], rowids[top]
-        order = np.lexsort((rowids, -scores))[:depth]
-        return [int(rowid) for rowid in rowids[order]]
+        order = np.lexsort((self.rowids, -scores))
+        out: list[int] = []
+        for position in order:
+            rowid = int(self.rowids[position])
+            if allowed is None or rowid in allowed:
+                out.append(rowid)
+                if len(out) == depth:
+                    break
+        return out
 
 
 def fuse(lexical: Sequence[int], dense: Sequence[int]) -> dict[int, float]:
