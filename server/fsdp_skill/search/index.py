@@ -367,8 +367,8 @@ class DocsIndex:
 
     @cached_property
     def _doc_keys(self) -> dict[int, tuple[str, str, str | None, str | None, float]]:
-        """Every document's keys, read once (about 1 ms and 100 KB for a thousand documents): a search
-        asks for 60-80 of them in two or three lookups, which cost more as SQL round trips."""
+        """Every document's keys, read once, on the first search (2.5 ms and 0.5 MB for 919 documents): a
+        search asks for 60-80 of them in two or three lookups, 0.2-0.25 ms as SQL round trips."""
         rows = self._all("SELECT rowid, kind, id, symbol, reference, prior FROM docs")
         return {r: (k, i, s, ref, prior) for r, k, i, s, ref, prior in rows}
 
