@@ -481,9 +481,11 @@ def _report_embedding(embedded: list[tuple[int, float]], calls: int, search_p50:
     each call used (two only while no other task wanted a core)."""
     embed_ms = [ms for _, ms in embedded]
     threads = {n: sum(1 for used, _ in embedded if used == n) for n in sorted({used for used, _ in embedded})}
+    rest = calls - len(embedded)
+    lookups = f" (the other {rest} are API-name lookups, answered lexically)" if rest else ""
     print(
-        f"    uncached: {len(embedded)} of the {calls} calls embedded their query (the rest are API-name lookups, "
-        "answered lexically); loaded before timing: the model and the document vectors"
+        f"    uncached: {len(embedded)} of the {calls} calls embedded their query{lookups}; "
+        "loaded before timing: the model and the document vectors"
     )
     print(
         f"    of which the query embedding: p50 {percentile(embed_ms, 50):6.2f} ms  p95 "
