@@ -467,7 +467,8 @@ def committed_index():
 
 
 @pytest.mark.parametrize(
-    "name, size", [("queries.jsonl", 50), ("heldout.jsonl", 20), ("blind.jsonl", 60), ("multilingual.jsonl", 12)]
+    "name, size",
+    [("queries.jsonl", 50), ("heldout.jsonl", 20), ("dev2.jsonl", 90), ("blind.jsonl", 60), ("multilingual.jsonl", 12)],
 )
 def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_catalog(
     committed_index, name: str, size: int
@@ -516,6 +517,21 @@ def test_ranking_stays_above_its_gate_and_plain_bm25_on_the_dev_and_blind_sets(
     recall5, mrr = GATES[(name, mode)]
     assert ours.recall5 >= recall5 and ours.mrr >= mrr, (ours.recall5, ours.mrr, len(ours.misses))
     assert ours.recall5 > plain.recall5 and ours.mrr > plain.mrr
+
+
+def test_bench_reports_every_eval_set_in_the_folder_known_ones_first(tmp_path: Path) -> None:
+    from fsdp_skill.cli.bench_search import eval_sets
+
+    for name in ("multilingual.jsonl", "zz-extra.jsonl", "dev2.jsonl", "queries.jsonl", "blind.jsonl", "notes.txt"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    assert eval_sets(tmp_path) == [
+        ("dev", "queries.jsonl"),
+        ("dev2", "dev2.jsonl"),
+        ("blind", "blind.jsonl"),
+        ("ru/ja", "multilingual.jsonl"),
+        ("zz-extra", "zz-extra.jsonl"),
+    ]
+    assert {name for _, name in eval_sets(EVAL)} == {path.name for path in EVAL.glob("*.jsonl")}
 
 
 def test_bench_metrics_count_recall_and_reciprocal_rank_correctly() -> None:
