@@ -2,9 +2,9 @@
 baseline measured in the same run.
 
 - Quality: Recall@1, Recall@5 and MRR@10 on every eval set of tests/eval/ (EVAL_SETS: dev, the dev
-  held-out set that was tuned on, dev2, the frozen blind set, the Russian/Japanese set; any other file too), for our search in
-  the mode it runs in, lexically, and for plain BM25 (rank-bm25 over the same documents, lowercase word
-  tokens, no stemming, no field weights), all in the same run.
+  held-out set that was tuned on, dev2, the frozen blind set, the Russian/Japanese set; any other file
+  too), for our search in the mode it runs in, lexically, and for plain BM25 (rank-bm25 over the same
+  documents, lowercase word tokens, no stemming, no field weights), all in the same run.
 - Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p99, in
   the mode it runs in and lexically, beside rank-bm25's scoring of the same queries.
 - Cold start over stdio: spawn `fsdp-skill serve`, initialize, list tools, first search; versus a bare
@@ -66,6 +66,8 @@ def eval_sets(eval_dir: Path) -> list[tuple[str, str]]:
     known = [(label, name) for label, name in EVAL_SETS if name in present]
     named = {name for _, name in EVAL_SETS}
     return known + [(Path(name).stem, name) for name in sorted(present - named)]
+
+
 COLD_RUNS = 5
 LOAD_CLIENTS, LOAD_CALLS = 8, 200
 
