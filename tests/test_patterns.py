@@ -111,7 +111,7 @@ def test_load_patterns_gives_catalog_entries_with_launch_lines() -> None:
         summary=by_name["hsdp-2d-mesh"].summary,
         file="assets/patterns/hsdp_2d_mesh.py",
         world_size=4,
-        requires=[],
+        requires=["stated-ranks"],
         tags=by_name["hsdp-2d-mesh"].tags,
         launch="torchrun --standalone --nproc-per-node 4 assets/patterns/hsdp_2d_mesh.py",
     )

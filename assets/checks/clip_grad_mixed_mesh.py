@@ -3,6 +3,7 @@ name: clip-grad-mixed-mesh
 claim: clip_grad_norm_ fails when TP + FSDP2 leave parameters on two meshes; computing the norm per mesh and clipping per mesh works.
 backs: pitfalls
 world_size: 4
+requires: stated-ranks
 
 TP on a (dp=2, tp=2) mesh, then `fully_shard(mesh=mesh["dp"])`: the TP linears' parameters
 live on the 2-D mesh, the LayerNorm's on the 1-D dp mesh. `clip_grad_norm_` stacks the

@@ -3,6 +3,7 @@ name: dcp-needs-shared-dir
 claim: A DCP checkpoint directory must be one directory every rank sees; saved to per-rank local directories it cannot be loaded.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 Each rank writes its own shard files, and only the coordinator (rank 0) writes the
 `.metadata` that load needs. Here each rank saves to its own directory, as on node-local

@@ -3,6 +3,7 @@ name: dtensor-reads
 claim: On a sharded DTensor, indexing then .item() gives the global value, a reduction's .item() silently gives this rank's partial result, .tolist() raises; full_tensor() is the safe read.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 `bias[0].item()` redistributes and returns element 0 of the whole tensor on every rank;
 `weight.sum()` is a DTensor with a Partial placement, whose `.item()` is this rank's

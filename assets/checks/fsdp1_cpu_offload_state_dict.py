@@ -3,6 +3,7 @@ name: fsdp1-cpu-offload-state-dict
 claim: On a CPU-only run, an FSDP1 full state dict with offload_to_cpu=True raises on rank 0 ("setStorage ... out of bounds for storage of size 0"); offload_to_cpu=False or DCP's get_model_state_dict work.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 FSDP1 on gloo (`device_id=torch.device("cpu")`: FSDP1 refuses to start on CPU otherwise).
 `FullStateDictConfig(offload_to_cpu=True, rank0_only=True)` makes rank 0 clone a freed

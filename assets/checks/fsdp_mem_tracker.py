@@ -3,6 +3,7 @@ name: fsdp-mem-tracker
 claim: FSDPMemTracker (torch.distributed._tools.fsdp2_mem_tracker) attributes a training step's peak memory to sharded/unsharded parameters, gradients, activations, all-gather and reduce-scatter buffers and optimizer state, and runs on CPU.
 backs: tuning
 world_size: 2
+requires: stated-ranks
 
 Tracks one step of a 4-block FSDP2 model with Adam on gloo. The peak snapshot per device
 has one entry per kind; the sharded parameters are about half the unsharded ones at 2

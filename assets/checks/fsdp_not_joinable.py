@@ -3,6 +3,7 @@ name: fsdp-not-joinable
 claim: DDP is Joinable (the Join context manager handles uneven inputs); an FSDP2 module is not, and DistributedSampler gives every rank the same number of samples.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 `Join` accepts only `Joinable`s: DistributedDataParallel is one, an FSDP2 module is not,
 so FSDP needs equal batch counts. DistributedSampler provides them: by default it pads

@@ -3,6 +3,7 @@ name: gloo-monitored-barrier
 claim: gloo runs collectives on CPU tensors and implements monitored_barrier, which names the rank that did not arrive.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 On gloo, an all_reduce of CPU tensors works, and `monitored_barrier` (gloo only) raises on
 rank 0 naming the rank that never reached it within its timeout.

@@ -3,6 +3,7 @@ name: hsdp-placements
 claim: fully_shard(mesh=2-D mesh) is HSDP: parameters are replicated across the first mesh dimension and sharded across the second.
 backs: decide-first
 world_size: 4
+requires: stated-ranks
 
 On a ("replicate", "shard") mesh of 2 x 2, each parameter is a DTensor with placements
 (Replicate(), Shard(0)): the two ranks of one replica group hold the same half, and

@@ -3,6 +3,7 @@ name: meta-init-gaps
 claim: After to_empty, a reset_parameters loop skips MultiheadAttention, leaves Embedding's padding row non-zero under FSDP2, loses buffers computed in __init__, and on CPU draws identical shards on every rank.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 What the naive `for m in model.modules(): if hasattr(m, "reset_parameters"): ...` after
 `to_empty` gets wrong, each asserted on this torch:

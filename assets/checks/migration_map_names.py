@@ -3,6 +3,7 @@ name: migration-map-names
 claim: The FSDP1 -> FSDP2 migration map's names exist as stated in torch 2.13 (wrapper prefix vs in-place class swap, fully_shard's parameters, policies' fields, FSDPModule methods).
 backs: migration-map
 world_size: 2
+requires: stated-ranks
 
 Checks each row of the map in fsdp1_to_fsdp2_migration.py that names an API: FSDP1 wraps
 (`_fsdp_wrapped_module.` in names), FSDP2 swaps the class in place (`FSDP<Class>`) and

@@ -3,6 +3,7 @@ name: partial-collective-hangs
 claim: A collective issued by some ranks only never completes; the ranks that issued it wait until the timeout.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 Rank 0 calls all_reduce (as in a logging branch under `if rank == 0`); rank 1 does not.
 Rank 0's collective cannot complete: it waits until the timeout (here 3 s through

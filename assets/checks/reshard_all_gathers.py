@@ -3,6 +3,7 @@ name: reshard-all-gathers
 claim: reshard_after_forward decides the backward all-gathers: the default re-gathers every block but the root, False on the last block saves one, False everywhere saves all, an int N re-gathers within groups of N ranks; set_reshard_after_backward(False) skips the next forward's.
 backs: tuning
 world_size: 4
+requires: stated-ranks
 
 Counts the all-gathers FSDP2 issues (it calls `dist.all_gather_single`; wrapped here)
 for one forward + backward of a root with 4 blocks on 4 ranks:

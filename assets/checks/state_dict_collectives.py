@@ -3,6 +3,7 @@ name: state-dict-collectives
 claim: model.state_dict() and the sharded get_model_state_dict return at once on one rank (each rank's DTensor shards); only full_state_dict=True is a collective every rank must call.
 backs: pitfalls
 world_size: 2
+requires: stated-ranks
 
 Rank 0 alone calls `model.state_dict()` and the default (sharded) `get_model_state_dict`:
 both return immediately, with DTensor values whose local part is rank 0's shard (what a

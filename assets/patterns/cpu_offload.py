@@ -17,7 +17,8 @@ Why this pattern needs CUDA: it shows offloading from the GPU (the point of it) 
 default `pin_memory=True`, which on a CPU-only machine makes `fully_shard` raise "Cannot
 access accelerator device when none is available". `CPUOffloadPolicy(pin_memory=False)`
 works on CPU-only gloo: see the cpu-offload-gloo pattern.
-Why world_size 1: every rank needs its own GPU and NCCL refuses two ranks on one GPU;
+Why world_size 1: every rank needs its own GPU and NCCL refuses two ranks on one GPU
+("Duplicate GPU detected": the probe in references/verification-nccl.md, NCCL 2.28.9);
 one GPU is enough to see offloading work. Launch with --nproc-per-node set to the number
 of GPUs to shard across them as well.
 

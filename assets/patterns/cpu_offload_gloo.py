@@ -2,7 +2,7 @@
 name: cpu-offload-gloo
 title: CPUOffloadPolicy(pin_memory=False) on CPU-only gloo, equal to training without offload
 world_size: 2
-requires:
+requires: gloo
 tags: fsdp2, fully_shard, CPUOffloadPolicy, cpu offload, pin_memory, gloo, cpu, testing
 
 `CPUOffloadPolicy()` pins host memory, which needs an accelerator: on a CPU-only machine

@@ -13,8 +13,9 @@ by *new processes* (as after a crash or a job requeue):
 - the step, and the data position: epoch + batches consumed in it; on resume
   `sampler.set_epoch(epoch)` and skip the consumed batches (DistributedSampler's
   shuffle is a function of seed + epoch, so the order is reproduced);
-- RNG: each rank's `torch.get_rng_state()` under its own key (`rng.rank<N>`): dropout
-  masks continue where they were. Keys that differ per rank are fine in DCP. Give the
+- RNG: each rank's `torch.get_rng_state()`, and on a GPU `torch.cuda.get_rng_state(device)`
+  too (dropout on CUDA tensors draws from the device's generator), under its own key
+  (`rng.rank<N>`): dropout masks continue where they were. Keys that differ per rank are fine in DCP. Give the
   DataLoader its own `generator`: each new iterator draws a seed from the global RNG
   otherwise, and the resumed run starts its iterators at other steps.
 
@@ -136,7 +137,7 @@ class Trainer:
         return {
             "model": model_sd, "optim": optim_sd, "scheduler": self.scheduler.state_dict(),
             "progress": {"step": self.step, "epoch": self.epoch, "consumed": self.consumed},
-            "rng": {f"rank{self.rank}": torch.get_rng_state()},
+            "rng": {f"rank{self.rank}": self.rng_state()},
         }
 
     def save(self, path: str) -> None:
@@ -149,7 +150,22 @@ class Trainer:
         self.scheduler.load_state_dict(state["scheduler"])
         progress = state["progress"]
         self.step, self.epoch, self.consumed = progress["step"], progress["epoch"], progress["consumed"]
-        torch.set_rng_state(state["rng"][f"rank{self.rank}"])
+        self.set_rng_state(state["rng"][f"rank{self.rank}"])
+
+    def rng_state(self) -> torch.Tensor:
+        """This rank's RNG: the CPU generator's state, and on a GPU the device generator's too (dropout on a
+        CUDA tensor draws from the device's generator: the NCCL run of this pattern found its resumed losses
+        differed while only the CPU state was saved)."""
+        states = [torch.get_rng_state()]
+        if self.device.type == "cuda":
+            states.append(torch.cuda.get_rng_state(self.device))
+        return torch.cat(states)
+
+    def set_rng_state(self, saved: torch.Tensor) -> None:
+        cpu_size = torch.get_rng_state().numel()
+        torch.set_rng_state(saved[:cpu_size].clone())
+        if self.device.type == "cuda":
+            torch.cuda.set_rng_state(saved[cpu_size:].clone(), self.device)
 
 
 def resume(path: str, expected: list[float]) -> None:

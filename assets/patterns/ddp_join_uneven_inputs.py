@@ -2,7 +2,7 @@
 name: ddp-join-uneven-inputs
 title: DDP with the Join context manager for uneven inputs across ranks
 world_size: 2
-requires:
+requires: stated-ranks
 tags: ddp, DistributedDataParallel, Join, uneven inputs, join, hang, data parallel, training
 
 When ranks get different numbers of batches, plain DDP hangs: the rank that runs out

@@ -2,7 +2,7 @@
 name: debug-hangs
 title: Debugging hangs and collective mismatches (TORCH_DISTRIBUTED_DEBUG, monitored_barrier, NCCL_DEBUG, flight recorder)
 world_size: 2
-requires:
+requires: stated-ranks
 tags: debugging, hang, timeout, deadlock, TORCH_DISTRIBUTED_DEBUG, monitored_barrier, NCCL_DEBUG, flight recorder, TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_FR_BUFFER_SIZE, desync
 
 A distributed hang is almost always one rank not issuing a collective the others

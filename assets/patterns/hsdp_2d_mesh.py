@@ -2,7 +2,7 @@
 name: hsdp-2d-mesh
 title: HSDP (hybrid sharding) on a 2-D device mesh with fully_shard(mesh=...)
 world_size: 4
-requires:
+requires: stated-ranks
 tags: fsdp2, fully_shard, hsdp, hybrid sharding, device mesh, init_device_mesh, replicate, shard, multi-node, HYBRID_SHARD
 
 Hybrid sharded data parallel: shard parameters within a group of ranks (typically

@@ -2,7 +2,7 @@
 name: tp-fsdp2-2d
 title: Tensor parallel + FSDP2 on a 2-D mesh, with gradient clipping across the mixed meshes
 world_size: 4
-requires:
+requires: stated-ranks
 tags: fsdp2, fully_shard, tensor parallel, parallelize_module, ColwiseParallel, RowwiseParallel, DeviceMesh, init_device_mesh, 2-D mesh, clip_grad_norm_, get_total_norm, clip_grads_with_norm_
 
 2-D parallelism: a ("dp", "tp") mesh of 2 x 2. Each block's MLP is tensor-parallel

@@ -90,6 +90,9 @@ class VerificationStatus(BaseModel):
     reason: str | None = None
     seconds: float | None = None
     warnings: list[str] = Field(default_factory=list)
+    torch_version: str | None = Field(
+        None, description="The torch the row ran on (the NCCL report comes from a GPU machine's own torch)."
+    )
 
 
 class ExampleBrief(BaseModel):

@@ -95,7 +95,9 @@ class Toolbox:
         self.index = index
         self.root = (root or repo_root()).resolve()
         self.references_dir = references_dir(self.root)
-        self.report = VerificationReport(self.references_dir / "verification.json")
+        self.report = VerificationReport(
+            self.references_dir / "verification.json", self.references_dir / "verification-nccl.json"
+        )
         self.page_code = PageCodeCatalog(self.references_dir / "catalog.json")
 
     # ------------------------------------------------------------------ search

@@ -28,14 +28,22 @@ RUNNER_MODULE = "fsdp_skill.verify"
 
 
 class VerificationReport:
-    """references/verification.json, re-read when its mtime changes (the runner rewrites it)."""
+    """references/verification.json (gloo, rewritten by the runner) and, when there, verification-nccl.json
+    (a run on a GPU machine, scripts/nccl_pass.sh): each re-read when its mtime changes; rows of one name
+    from both files are listed together."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *more: Path) -> None:
         self.path = path
-        self._cache: FileCache[dict[str, list[VerificationStatus]]] = FileCache(path, parse_report, {})
+        self._caches: list[FileCache[dict[str, list[VerificationStatus]]]] = [
+            FileCache(p, parse_report, {}) for p in (path, *more)
+        ]
 
     def _load(self) -> dict[str, list[VerificationStatus]]:
-        return self._cache.get()
+        merged: dict[str, list[VerificationStatus]] = {}
+        for cache in self._caches:
+            for name, statuses in cache.get().items():
+                merged.setdefault(name, []).extend(statuses)
+        return merged
 
     def statuses(self, name: str) -> list[VerificationStatus]:
         return list(self._load().get(name, []))
@@ -52,6 +60,7 @@ def parse_report(text: str) -> dict[str, list[VerificationStatus]]:
         rows = data["results"]
     except (ValueError, KeyError, TypeError):
         return {}
+    torch_version = data.get("torch_version") if isinstance(data.get("torch_version"), str) else None
     by_name: dict[str, list[VerificationStatus]] = {}
     for row in rows if isinstance(rows, list) else []:
         try:
@@ -59,6 +68,7 @@ def parse_report(text: str) -> dict[str, list[VerificationStatus]]:
                 VerificationStatus(
                     backend=row["backend"], world_size=row["world_size"], status=row["status"],
                     reason=row.get("reason"), seconds=row.get("seconds"), warnings=row.get("warnings") or [],
+                    torch_version=torch_version,
                 )
             )
         except (KeyError, TypeError, ValueError):
@@ -71,8 +81,12 @@ def summarize(statuses: list[VerificationStatus]) -> str:
     if not statuses:
         return NOT_VERIFIED
     parts = []
+    # Rows from runs on different torch versions (the NCCL report's GPU machine) name their torch.
+    several_versions = len({s.torch_version for s in statuses}) > 1
     for s in statuses:
         detail = f"{s.backend}, {s.world_size} rank{'s' if s.world_size != 1 else ''}"
+        if several_versions and s.torch_version:
+            detail += f", torch {s.torch_version}"
         if s.status != "passed" and s.reason:
             detail += f": {clip(s.reason, 80)}"
         parts.append(f"{s.status} ({detail})")

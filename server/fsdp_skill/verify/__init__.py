@@ -22,6 +22,7 @@ Modules, one job each:
   `standins` (declared stand-ins and stated outcomes), `static_check` (names resolved, calls bound),
   `page_run` (rows per block), `page_report` (their part of verification.md)
 - `report`: verification.json / verification.md
+- `nccl_report`: a GPU pass (scripts/nccl_pass.sh) as verification-nccl.{json,md}
 - `cli`: the flags shared by `fsdp-skill verify`, `python -m fsdp_skill.verify` and the script
 """
 

@@ -19,6 +19,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "outputs are compared only at the documented size)",
     )
     p.add_argument(
+        "--max-ranks",
+        type=int,
+        metavar="N",
+        help="run anything stated for more than N ranks (examples, page code, patterns, claim checks) at N ranks "
+        "instead of skipping it: for nccl on a machine with N GPUs (NCCL refuses two ranks on one GPU); those rows "
+        "say so, and outputs are compared only at the stated size",
+    )
+    p.add_argument(
         "-k", dest="pattern",
         help="only examples, patterns (pattern:NAME) and claim checks (claim:NAME) whose id contains PATTERN "
         "(case-insensitive)",

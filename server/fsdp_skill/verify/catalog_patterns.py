@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .examples import CatalogReadError
-from .patterns import KNOWN_REQUIREMENTS, run_pattern
+from .patterns import KNOWN_REQUIREMENTS, fitted_reason, fitted_size, run_pattern
 
 PATTERN_PREFIX = "pattern:"
 # A pattern is a whole training job (torchrun start, rendezvous, a few steps): it gets at least this long
@@ -119,37 +119,47 @@ def select_patterns(
     return chosen
 
 
-def _row(spec: PatternSpec, backend: str, status: str, reason: str | None, seconds: float) -> Result:
-    return {
+def _row(spec: PatternSpec, backend: str, status: str, reason: str | None, seconds: float,
+         world_size: int | None = None) -> Result:
+    size = world_size or spec.world_size
+    row: Result = {
         "name": spec.id,
         "backend": backend,
-        "world_size": spec.world_size,
+        "world_size": size,
         "status": status,
-        "reason": reason or None,
+        "reason": fitted_reason(size, spec.world_size, status, reason),
         "seconds": round(float(seconds), 3),
         "warnings": [],
     }
+    if size != spec.world_size:
+        row["stated_world_size"] = spec.world_size
+    return row
 
 
-def run_one(spec: PatternSpec, backend: str, timeout_s: float) -> Result:
-    """One pattern under torchrun at its stated world size; a failed row carries the output's tail."""
+def run_one(spec: PatternSpec, backend: str, timeout_s: float, max_ranks: int | None = None) -> Result:
+    """One pattern under torchrun at its stated world size (at most `max_ranks`); a failed row carries the
+    output's tail."""
     if not spec.path.is_file():
         return _row(spec, backend, "failed",
                     f"{spec.file} does not exist: the catalog is out of date, run `fsdp-skill regenerate`", 0.0)
-    outcome = run_pattern(spec.path, spec.world_size, backend=backend, timeout=timeout_s, requires=spec.requires)
-    row = _row(spec, backend, outcome["status"], outcome["reason"], outcome["seconds"])
+    size, skip = fitted_size(spec.world_size, spec.requires, max_ranks)
+    if skip:
+        return _row(spec, backend, "skipped", skip, 0.0)
+    outcome = run_pattern(spec.path, size, backend=backend, timeout=timeout_s, requires=spec.requires)
+    row = _row(spec, backend, outcome["status"], outcome["reason"], outcome["seconds"], size)
     if outcome["status"] == "failed" and outcome["output"]:
         row["output"] = outcome["output"][-FAILED_OUTPUT_CHARS:]
     return row
 
 
 def run_patterns(
-    specs: list[PatternSpec], backend: str, timeout_s: float, progress: Callable[[Result], None] | None = None
+    specs: list[PatternSpec], backend: str, timeout_s: float, progress: Callable[[Result], None] | None = None,
+    max_ranks: int | None = None,
 ) -> list[Result]:
     """Run each pattern in turn (catalog order); `timeout_s` is the per-pattern limit."""
     results: list[Result] = []
     for spec in specs:
-        results.append(run_one(spec, backend, timeout_s))
+        results.append(run_one(spec, backend, timeout_s, max_ranks))
         if progress:
             progress(results[-1])
     return results

@@ -34,6 +34,8 @@ from typing import Any
 from .patterns import (
     NAME_RE,
     PatternHeaderError,
+    fitted_reason,
+    fitted_size,
     parse_requires,
     parse_world_size,
     read_key_block,
@@ -179,24 +181,33 @@ def _gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def _row(check: ClaimCheck, backend: str, status: str, reason: str | None, seconds: float) -> Result:
-    return {
+def _row(check: ClaimCheck, backend: str, status: str, reason: str | None, seconds: float,
+         world_size: int | None = None) -> Result:
+    size = world_size or check.world_size
+    row: Result = {
         "name": check.id,
         "backend": backend,
-        "world_size": check.world_size,
+        "world_size": size,
         "status": status,
-        "reason": reason or None,
+        "reason": fitted_reason(size, check.world_size, status, reason),
         "seconds": round(float(seconds), 3),
         "warnings": [],
     }
+    if size != check.world_size:
+        row["stated_world_size"] = check.world_size
+    return row
 
 
-def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S) -> Result:
-    """One check under torchrun: gloo, or nccl for a cuda check when there is a GPU per rank."""
+def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S, max_ranks: int | None = None) -> Result:
+    """One check under torchrun: gloo, or nccl for a cuda check when there is a GPU per rank. `max_ranks`
+    (--max-ranks) runs a check stated for more ranks at that many, one per GPU."""
     timeout_s = max(float(timeout_s), MIN_CHECK_TIMEOUT_S)
+    size, skip = fitted_size(check.world_size, check.requires, max_ranks)
+    if skip:
+        return _row(check, "nccl" if "cuda" in check.requires else "gloo", "skipped", skip, 0.0)
     if "cuda" in check.requires:
         gpus = _gpu_count()
-        if gpus < check.world_size:
+        if gpus < size:
             stale = rests_on_problem(check.rests_on or "")
             if stale:  # the torch line the skip leans on moved: that is a failure, not a skip
                 return _row(check, "nccl", "failed", f"rests_on is stale: {stale}", 0.0)
@@ -204,25 +215,27 @@ def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S) -> Resu
                 check,
                 "nccl",
                 "skipped",
-                f"needs {check.world_size} CUDA GPU(s) and nccl, this machine has {gpus}; rests on {check.rests_on}",
+                f"needs {size} CUDA GPU(s) and nccl, this machine has {gpus}; rests on {check.rests_on}",
                 0.0,
+                size,
             )
         backend = "nccl"
     else:
         backend = "gloo"
-    outcome = run_pattern(check.path, check.world_size, backend=backend, timeout=timeout_s, requires=())
-    row = _row(check, backend, outcome["status"], outcome["reason"], outcome["seconds"])
+    outcome = run_pattern(check.path, size, backend=backend, timeout=timeout_s, requires=())
+    row = _row(check, backend, outcome["status"], outcome["reason"], outcome["seconds"], size)
     if outcome["status"] == "failed" and outcome["output"]:
         row["output"] = outcome["output"][-FAILED_OUTPUT_CHARS:]
     return row
 
 
 def run_checks(
-    checks: list[ClaimCheck], timeout_s: float, progress: Callable[[Result], None] | None = None
+    checks: list[ClaimCheck], timeout_s: float, progress: Callable[[Result], None] | None = None,
+    max_ranks: int | None = None,
 ) -> list[Result]:
     results: list[Result] = []
     for check in checks:
-        results.append(run_check(check, timeout_s))
+        results.append(run_check(check, timeout_s, max_ranks))
         if progress:
             progress(results[-1])
     return results

@@ -80,7 +80,14 @@ def _options(args: argparse.Namespace) -> RunOptions:
             f"for more ranks launch it across nodes: torchrun --nnodes N --nproc-per-node M "
             f"scripts/verify_examples.py --world-size {args.world_size}"
         )
-    return RunOptions(backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout))
+    max_ranks = getattr(args, "max_ranks", None)
+    if max_ranks is not None and not 1 <= max_ranks <= MAX_LOCAL_RANKS:
+        raise UserError(f"--max-ranks must be between 1 and {MAX_LOCAL_RANKS}, got {max_ranks}")
+    if max_ranks is not None and launched_by_torchrun():
+        raise UserError("--max-ranks is for the runner's own processes; under torchrun, --nproc-per-node sets the size")
+    return RunOptions(
+        backend=args.backend, world_size=args.world_size, timeout_s=float(args.timeout), max_ranks=max_ranks
+    )
 
 
 @dataclass
@@ -281,8 +288,10 @@ def cli_verify(args: argparse.Namespace) -> int:
     if ran is None:
         return 0
     results, page_rows = page_run.split_results(ran, page_rows, page_plans, chosen.examples, chosen.page_blocks)
-    pattern_results = run_patterns(patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress)
-    claim_results = run_checks(claims, options.timeout_s, progress=progress)
+    pattern_results = run_patterns(
+        patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress, max_ranks=options.max_ranks
+    )
+    claim_results = run_checks(claims, options.timeout_s, progress=progress, max_ranks=options.max_ranks)
     _print_outcome(results, pattern_results, claim_results, chosen, options, torch_version, launched)
     if page_rows:
         print_table(page_rows, label="page code")
@@ -313,8 +322,9 @@ def _print_notes(chosen: _Selection, options: RunOptions, torch_version: str, la
         print("\nnote: claim checks without `requires: cuda` state gloo/CPU behaviour and ran on gloo")
     if ran_patterns and options.world_size is not None:
         print(
-            f"\nnote: patterns ran at the world size each one states; --world-size {options.world_size} applies to "
-            "examples"
+            f"\nnote: patterns ran at the world size each one states"
+            f"{f' (at most {options.max_ranks})' if options.max_ranks else ''}; --world-size {options.world_size} "
+            "applies to examples"
         )
 
 

@@ -100,6 +100,7 @@ class Verdict:
     status: ExampleStatus
     reason: str | None
     ranks: list[dict[str, Any]] = field(default_factory=list)
+    raised: bool = False  # a doc-bug whose evidence is an exception every rank raised when it ran
 
 
 def capability_reason(message: str) -> str | None:
@@ -163,6 +164,11 @@ def _skip_for_error(spec: ExampleSpec, errors: dict[int, dict[str, Any]], backen
         if label is None and backend == "gloo" and spec.device == "cuda" and "gloo" in err["message"].lower():
             # Written for CUDA/NCCL (which accepts e.g. the "stack form" of all_gather_single); gloo is stricter.
             label = "written for CUDA/NCCL and gloo rejects it"
+        if label is None and backend == "nccl" and "no backend type associated with device type cpu" in (
+            err["message"].lower()
+        ):
+            # Written with CPU tensors (gloo); an NCCL-only group takes CUDA tensors.
+            label = "written with CPU tensors, which an NCCL-only group does not take"
         if label:
             return Verdict(
                 "skipped",
@@ -198,6 +204,7 @@ def _verdict_for_errors(errors: dict[int, dict[str, Any]], rank_count: int) -> V
             f"the documented code raises {first['type']} on every rank at line {first['line']}: "
             f"{_first_line(first['message'])}",
             ranks,
+            raised=True,
         )
     where = ", ".join(f"rank {r}: {e['type']} at line {e['line']}" for r, e in errors.items())
     return Verdict("failed", f"ranks raised different errors ({where})", ranks)

@@ -47,6 +47,10 @@ OPTIONAL_KEYS = ("requires", "tags", "launch")
 KNOWN_REQUIREMENTS = {
     "cuda": "one CUDA GPU per rank and the nccl backend",
     "slurm": "a SLURM allocation (srun and SLURM_JOB_ID)",
+    # Its checks need every rank it states (an uneven split, a mismatch between two ranks, a 2-D mesh):
+    # --max-ranks skips it rather than run it at fewer ranks, where it would fail for that reason alone.
+    "gloo": "the gloo backend on CPU (it exercises the CPU-only code path; an nccl run skips it)",
+    "stated-ranks": "every one of its stated ranks (--max-ranks below that skips it)",
 }
 NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _KEY_RE = re.compile(r"^([a-z_]+):[ \t]*(.*?)\s*$")
@@ -224,6 +228,8 @@ def _skip_reason(requires: tuple[str, ...], world_size: int, backend: str) -> st
             "needs a SLURM allocation (srun on PATH and SLURM_JOB_ID set): "
             "submit it with sbatch, or run it inside salloc"
         )
+    if "gloo" in requires and backend != "gloo":
+        return f"written for gloo on CPU (the CPU-only code path); this run uses {backend}"
     needs_gpus = backend == "nccl" or "cuda" in requires
     if not needs_gpus:
         return None
@@ -298,6 +304,25 @@ def failure_reason(output: str, returncode: int) -> str:
     if returncode < 0:
         return f"killed by signal {-returncode} ({signal.Signals(-returncode).name})"
     return f"exit code {returncode}"
+
+
+def fitted_size(stated: int, requires: tuple[str, ...] | list[str], max_ranks: int | None) -> tuple[int, str | None]:
+    """The world size to run at under --max-ranks, and why not to run at all (None: run)."""
+    if not max_ranks or stated <= max_ranks:
+        return stated, None
+    if "stated-ranks" in requires:
+        return stated, (
+            f"needs all {stated} of its stated ranks (requires: stated-ranks), and --max-ranks is {max_ranks}"
+        )
+    return max_ranks, None
+
+
+def fitted_reason(size: int, stated: int, status: str, reason: str | None) -> str | None:
+    """A row run below its stated size (--max-ranks) says so first: its cross-rank assertions covered fewer ranks."""
+    if size == stated or status == "skipped":
+        return reason or None
+    note = f"ran at {size} of its {stated} stated ranks (--max-ranks {size})"
+    return f"{note}: {reason}" if reason else note
 
 
 def build_command(path: Path, world_size: int) -> list[str]:
