@@ -225,7 +225,7 @@ def _stored_vectors(path: Path) -> dict[str, bytes]:
 
 
 def _write_vectors(conn: sqlite3.Connection, documents: Sequence[Document], previous: Path) -> None:
-    texts = [semantic.embedding_text(doc.title, doc.blocks, doc.kind, doc.symbol, doc.keys) for doc in documents]
+    texts = [semantic.embedding_text(doc.title, doc.blocks, doc.kind, doc.symbol) for doc in documents]
     keys = [semantic.text_key(text) for text in texts]
     stored = _stored_vectors(previous)
     missing = [i for i, key in enumerate(keys) if key not in stored]
