@@ -341,9 +341,8 @@ def test_patterns_are_searchable_by_their_summary_and_source(index) -> None:
 def test_patterns_are_scored_even_when_bm25_cuts_them_from_the_candidate_pool(index, monkeypatch) -> None:
     query = "mixed precision training"
     monkeypatch.setattr(search_module, "POOL", 1)  # bm25 keeps one candidate, and it is not the pattern
-    assert [index.docs([r])[r].id for r, _ in index.candidates(parse_query(query).match_expression(), None, 1)] == [
-        "torch.distributed.fsdp.MixedPrecisionPolicy"
-    ]
+    (kept,) = [index.docs([r])[r] for r, _ in index.candidates(parse_query(query).match_expression(), None, 1)]
+    assert kept.kind != "pattern"
     assert "fsdp2-train" in ids(search(index, query, limit=5))
     assert "fsdp2-train" not in ids(search(index, query, kind="section", limit=5))
 
@@ -352,6 +351,17 @@ def test_patterns_tagged_with_a_topic_get_its_scope_lift() -> None:
     assert in_scope(["fsdp2"], "assets/patterns/x.py", None, frozenset({"fsdp2", "training"}))
     assert not in_scope(["dcp"], "assets/patterns/x.py", None, frozenset({"fsdp2", "training"}))
     assert in_scope(["fsdp2"], "fsdp2.md", None)
+
+
+def test_a_pattern_summary_counts_as_body_text_and_only_its_tags_are_keys(tmp_path: Path) -> None:
+    # A pattern's summary is a paragraph; weighted like the one-line summary of an API entry it made every
+    # recipe match every question that shares a word with it ("gradients", "workers", "copy", "device").
+    from fsdp_skill.search.documents import catalog_documents
+
+    catalog = make_catalog(tmp_path)
+    (pattern,) = [d for d in catalog_documents(catalog, tmp_path) if d.kind == "pattern"]
+    assert pattern.keys == "fsdp2 meta-device training"
+    assert catalog.patterns[0].summary.split(",")[0] in " ".join(pattern.body.split())
 
 
 def test_pattern_documents_index_prose_in_full_and_each_code_word_once() -> None:
@@ -467,7 +477,8 @@ def committed_index():
 
 
 @pytest.mark.parametrize(
-    "name, size", [("queries.jsonl", 50), ("heldout.jsonl", 20), ("blind.jsonl", 60), ("multilingual.jsonl", 12)]
+    "name, size",
+    [("queries.jsonl", 50), ("heldout.jsonl", 20), ("dev2.jsonl", 90), ("blind.jsonl", 60), ("multilingual.jsonl", 12)],
 )
 def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_catalog(
     committed_index, name: str, size: int
@@ -485,25 +496,26 @@ def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_cat
         assert query.patterns <= patterns, (query.question, query.patterns - patterns)
 
 
-# CI gates, set just under what `fsdp-skill bench search` measured when they were last changed (issue 11):
-# (set, mode) → (Recall@5, MRR). The blind set is gated too, but never tuned on: a fall below its gate
-# means a change hurt questions nobody tuned for.
-# Regression guards (Recall@5, MRR), each just under what `fsdp-skill bench search` measured on the committed
-# index (919 documents, after the page-code and new-page documents joined it: blind lexical 0.725 / 0.560,
-# blind semantic 0.758 / 0.648, dev lexical 0.974 / 0.837). They are not the targets: issue 11 asks blind
-# >= 0.95 / 0.85, which this ranking does not reach. Raise a gate when the ranking improves on dev; never
-# tune on blind.jsonl.
+# CI gates: regression guards (Recall@5, MRR), each just under what `fsdp-skill bench search --skip-load`
+# measured on the committed index (919 documents) after the issue 11 quality pass: dev lexical 0.974 / 0.830,
+# semantic 0.987 / 0.878; dev2 (132 plain-language questions written from the docs before their rankings were
+# looked at, then tuned on) lexical 0.773 / 0.642, semantic 0.780 / 0.706; blind lexical 0.714 / 0.588,
+# semantic 0.802 / 0.647; ru/ja semantic 0.778 / 0.535. They are not the targets: issue 11 asks blind
+# >= 0.95 / 0.85, which this ranking does not reach. Raise a gate when the ranking improves on dev or dev2;
+# never tune on blind.jsonl (a fall below its gate means a change hurt questions nobody tuned for).
 GATES = {
-    ("queries.jsonl", "lexical"): (0.96, 0.83),
-    ("blind.jsonl", "lexical"): (0.71, 0.55),
-    ("queries.jsonl", "semantic"): (0.95, 0.86),
-    ("blind.jsonl", "semantic"): (0.75, 0.64),
-    ("multilingual.jsonl", "semantic"): (0.75, 0.45),
+    ("queries.jsonl", "lexical"): (0.96, 0.82),
+    ("dev2.jsonl", "lexical"): (0.76, 0.63),
+    ("blind.jsonl", "lexical"): (0.70, 0.57),
+    ("queries.jsonl", "semantic"): (0.97, 0.87),
+    ("dev2.jsonl", "semantic"): (0.77, 0.69),
+    ("blind.jsonl", "semantic"): (0.79, 0.63),
+    ("multilingual.jsonl", "semantic"): (0.77, 0.52),
 }
 
 
 @pytest.mark.parametrize("name, mode", sorted(GATES))
-def test_ranking_stays_above_its_gate_and_plain_bm25_on_the_dev_and_blind_sets(
+def test_ranking_stays_above_its_gate_and_plain_bm25_on_every_gated_eval_set(
     committed_index, name: str, mode: str
 ) -> None:
     from fsdp_skill.cli.bench_search import PlainBM25, canonical, load_queries, our_rankings, score_rankings
@@ -516,6 +528,21 @@ def test_ranking_stays_above_its_gate_and_plain_bm25_on_the_dev_and_blind_sets(
     recall5, mrr = GATES[(name, mode)]
     assert ours.recall5 >= recall5 and ours.mrr >= mrr, (ours.recall5, ours.mrr, len(ours.misses))
     assert ours.recall5 > plain.recall5 and ours.mrr > plain.mrr
+
+
+def test_bench_reports_every_eval_set_in_the_folder_known_ones_first(tmp_path: Path) -> None:
+    from fsdp_skill.cli.bench_search import eval_sets
+
+    for name in ("multilingual.jsonl", "zz-extra.jsonl", "dev2.jsonl", "queries.jsonl", "blind.jsonl", "notes.txt"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    assert eval_sets(tmp_path) == [
+        ("dev", "queries.jsonl"),
+        ("dev2", "dev2.jsonl"),
+        ("blind", "blind.jsonl"),
+        ("ru/ja", "multilingual.jsonl"),
+        ("zz-extra", "zz-extra.jsonl"),
+    ]
+    assert {name for _, name in eval_sets(EVAL)} == {path.name for path in EVAL.glob("*.jsonl")}
 
 
 def test_bench_metrics_count_recall_and_reciprocal_rank_correctly() -> None:

@@ -48,6 +48,18 @@ def test_documents_are_embedded_by_title_and_prose_without_code_capped_in_length
     assert len(text) == semantic.PROSE_CHARS
 
 
+def test_api_entries_are_embedded_with_their_name_in_words_and_examples_by_their_title() -> None:
+    blocks = [("code", "```python\nall_reduce(tensor)\n```"), ("text", "Reduces the tensor data across all machines.")]
+    api = semantic.embedding_text("torch.distributed.all_reduce", blocks, "api", "torch.distributed.all_reduce")
+    assert api == "all reduce allreduce (torch.distributed.all_reduce). Reduces the tensor data across all machines."
+    plain = semantic.embedding_text("torch.distributed.broadcast", [], "api", "torch.distributed.broadcast")
+    assert plain == "(torch.distributed.broadcast)."  # already a word: nothing to spell out
+    example = semantic.embedding_text(
+        "Example 1 of torch.distributed.all_reduce", [("code", "```python\nx = 1\n```")], "example", "x.all_reduce"
+    )
+    assert example == "Example 1 of torch.distributed.all_reduce."  # not a near-copy of its API entry
+
+
 class FakeEncoder:
     """A deterministic stand-in for the model (the real one is exercised by the eval gate)."""
 

