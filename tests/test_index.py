@@ -128,6 +128,20 @@ def test_search_quotes_fts_syntax_so_it_cannot_break_the_query() -> None:
         assert re.fullmatch(r'"[a-z0-9_]+"( OR "[a-z0-9_]+")*', expression), expression
 
 
+def test_proximity_pairs_are_neighbouring_content_words_and_quote_fts_syntax_too() -> None:
+    assert parse_query("split the world into groups of 4 ranks").pairs == [
+        ("split", "world"),
+        ("world", "groups"),
+        ("groups", "4"),
+        ("4", "ranks"),
+    ]
+    assert parse_query("fully_shard").pairs == []
+    for hostile in ['x" NEAR(a b) "y', "a:b OR (c", "NOT d * e"]:
+        expression = parse_query(hostile).proximity_expression(5)
+        near = r'NEAR\("[a-z0-9_]+" "[a-z0-9_]+", 5\)'
+        assert re.fullmatch(f"{near}( OR {near})*", expression), expression
+
+
 def test_empty_oversized_and_punctuation_only_queries_raise_errors_that_say_what_to_do() -> None:
     with pytest.raises(QueryError, match="empty"):
         parse_query("   \t")
@@ -504,11 +518,11 @@ def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_cat
 # >= 0.95 / 0.85, which this ranking does not reach. Raise a gate when the ranking improves on dev or dev2;
 # never tune on blind.jsonl (a fall below its gate means a change hurt questions nobody tuned for).
 GATES = {
-    ("queries.jsonl", "lexical"): (0.96, 0.82),
-    ("dev2.jsonl", "lexical"): (0.76, 0.63),
+    ("queries.jsonl", "lexical"): (0.96, 0.84),
+    ("dev2.jsonl", "lexical"): (0.77, 0.65),
     ("blind.jsonl", "lexical"): (0.70, 0.57),
-    ("queries.jsonl", "semantic"): (0.97, 0.87),
-    ("dev2.jsonl", "semantic"): (0.77, 0.69),
+    ("queries.jsonl", "semantic"): (0.97, 0.89),
+    ("dev2.jsonl", "semantic"): (0.78, 0.70),
     ("blind.jsonl", "semantic"): (0.79, 0.63),
     ("multilingual.jsonl", "semantic"): (0.77, 0.52),
 }

@@ -26,6 +26,7 @@ def scores(index, query: str) -> dict[int, float]:
 
 
 def test_scope_boost_lifts_documents_of_the_topic_an_abbreviation_names_and_nothing_else(index, monkeypatch) -> None:
+    monkeypatch.setattr(ranking, "PROXIMITY_WEIGHT", 0.0)  # additive, scaled by the best score: not a factor
     query = "reduce precision across ranks in FSDP2"
     lifted = scores(index, query)
     monkeypatch.setattr(ranking, "SCOPE_BOOST", 1.0)
@@ -41,7 +42,27 @@ def test_scope_boost_lifts_documents_of_the_topic_an_abbreviation_names_and_noth
         assert score == pytest.approx(flat[rowid] * (1.2 if rowid in inside else 1.0)), docs[rowid].id
 
 
+def test_proximity_lifts_candidates_where_neighbouring_query_words_stand_close_and_adds_none(
+    index, monkeypatch
+) -> None:
+    assert ranking.PROXIMITY_WEIGHT == 0.05 and ranking.PROXIMITY_DISTANCE == 5
+    query = "collectives hang when a rank skipped one"
+    lifted = scores(index, query)
+    monkeypatch.setattr(ranking, "PROXIMITY_WEIGHT", 0.0)
+    flat = scores(index, query)
+    parsed = parse_query(query, index)
+    near = index.all_scores(parsed.proximity_expression(ranking.PROXIMITY_DISTANCE))
+    near = {r: s for r, s in near.items() if r in flat}
+    assert set(lifted) == set(flat) and near and set(near) != set(flat)
+    scale = 0.05 * max(flat.values()) / max(near.values())
+    for rowid, score in lifted.items():
+        assert score == pytest.approx(flat[rowid] + scale * near.get(rowid, 0.0))
+    # "rank skipped" stands in "one rank skipped a collective" (distance 0), not five tokens apart elsewhere.
+    assert any(index.docs([r])[r].id.endswith("hangs-and-timeouts") for r in near)
+
+
 def test_examples_score_kind_prior_times_their_text_match(index, monkeypatch) -> None:
+    monkeypatch.setattr(ranking, "PROXIMITY_WEIGHT", 0.0)  # additive, scaled by the best score: not a factor
     with_prior = scores(index, "all_reduce example tensor")
     monkeypatch.setattr(ranking, "KIND_PRIOR", {kind: 1.0 for kind in ranking.KINDS})
     without = scores(index, "all_reduce example tensor")

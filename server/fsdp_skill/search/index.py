@@ -354,6 +354,15 @@ class DocsIndex:
             )
         return [(rowid, -rank) for rowid, rank in rows]
 
+    def all_scores(self, match: str) -> dict[int, float]:
+        """bm25 of every document matching `match`, unordered. For a selective expression (NEAR pairs)
+        this is the cheap way to score a candidate pool: 0.3 ms p50 on dev + dev2, where `scores_for`
+        with the pool's 60 rowids in an IN list took 4.9 ms (a doclist seek per rowid)."""
+        return {
+            rowid: -rank
+            for rowid, rank in self._all("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ?", (match,))
+        }
+
     def scores_for(self, match: str, rowids: Sequence[int]) -> dict[int, float]:
         if not rowids:
             return {}

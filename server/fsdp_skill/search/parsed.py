@@ -25,6 +25,9 @@ class ParsedQuery:
     prose: list[str] = field(default_factory=list)
     # API names the query names → strength (1.0 = typed exactly); empty when parsed without a name table.
     symbols: dict[str, float] = field(default_factory=dict)
+    # Neighbouring words of the query as typed (stop words dropped, lowercase [a-z0-9_] runs, the way the
+    # FTS tokenizer splits): "split the world into groups" → (split, world), (world, groups).
+    pairs: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def lexical(self) -> bool:
@@ -34,3 +37,8 @@ class ParsedQuery:
     def match_expression(self) -> str:
         """The FTS5 MATCH string: every term quoted, OR-ed. Terms are [a-z0-9_] only."""
         return " OR ".join(f'"{term}"' for term in self.terms)
+
+    def proximity_expression(self, distance: int) -> str:
+        """The FTS5 MATCH string of the word pairs found near each other (at most `distance` tokens
+        apart), OR-ed; empty when the query has fewer than two content words."""
+        return " OR ".join(f'NEAR("{a}" "{b}", {distance})' for a, b in self.pairs)

@@ -36,6 +36,9 @@ _HYPHENATED = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+\b")
 # "ZeRO" is also the English "zero"; only the paper's capitalisation (ZeRO, ZeRO-3) is the alias.
 _ZERO_STAGE = re.compile(r"\bZeRO(?:[- ]?(\d))?\b")
 _LATIN = re.compile(r"[A-Za-z]")
+# A token as the FTS tokenizer sees it (unicode61 with `_` a token character), Latin only: the pairs
+# must stay quotable terms.
+_FTS_TOKEN = re.compile(r"[a-z0-9_]+")
 
 
 class QueryError(UserError, ValueError):
@@ -62,6 +65,7 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
         terms.add_word(compound.group(0).replace("-", "_"), from_alias=True)
     _add_query_words(content or words, parsed, terms)
     parsed.terms = terms.ordered()
+    parsed.pairs = _word_pairs(normalized)
     if not parsed.terms and parsed.language != "other":
         raise QueryError(
             f"the query {text[:80]!r} has no searchable words, only punctuation: add a topic word or an API name"
@@ -151,6 +155,14 @@ def _split_words(text: str) -> tuple[list[str], list[str]]:
 def _glued(plain: list[str]) -> list[str]:
     """Neighbouring prose words glued together, for API names typed as prose ("distribute tensor")."""
     return [a + b for a, b in pairwise(plain)] + [a + b + c for a, b, c in zip(plain, plain[1:], plain[2:])]
+
+
+def _word_pairs(text: str) -> list[tuple[str, str]]:
+    """Neighbouring non-stop words of the text as typed (not the rewritten one: an appended expansion
+    is next to nothing), each pair once."""
+    stop = vocabulary().stop_words
+    tokens = [t for t in _FTS_TOKEN.findall(text.lower()) if t.strip("_") and t not in stop]
+    return list(dict.fromkeys(pairwise(tokens)))
 
 
 def _prose_words(text: str) -> list[str]:
