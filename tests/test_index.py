@@ -511,15 +511,16 @@ def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_cat
 
 
 # CI gates: regression guards (Recall@5, MRR), each just under what `fsdp-skill bench search --skip-load`
-# measured on the committed index (919 documents) after the issue 11 quality pass: dev lexical 0.974 / 0.830,
-# semantic 0.987 / 0.878; dev2 (132 plain-language questions written from the docs before their rankings were
-# looked at, then tuned on) lexical 0.773 / 0.642, semantic 0.780 / 0.706; blind lexical 0.714 / 0.588,
-# semantic 0.802 / 0.647; ru/ja semantic 0.778 / 0.535. They are not the targets: issue 11 asks blind
-# >= 0.95 / 0.85, which this ranking does not reach. Raise a gate when the ranking improves on dev or dev2;
-# never tune on blind.jsonl (a fall below its gate means a change hurt questions nobody tuned for).
+# measured on the committed index (919 documents) after issue 11's two quality rounds (term proximity in
+# semantic mode only): dev lexical 0.974 / 0.830, semantic 0.987 / 0.901; dev2 (132 plain-language questions
+# written from the docs before their rankings were looked at, then tuned on) lexical 0.773 / 0.642, semantic
+# 0.795 / 0.710; blind lexical 0.714 / 0.588, semantic 0.802 / 0.641; ru/ja semantic 0.778 / 0.535. They are
+# not the targets: issue 11 asks blind >= 0.95 / 0.85, which this ranking does not reach. Raise a gate when
+# the ranking improves on dev or dev2; never tune on blind.jsonl (a fall below its gate means a change hurt
+# questions nobody tuned for).
 GATES = {
-    ("queries.jsonl", "lexical"): (0.96, 0.84),
-    ("dev2.jsonl", "lexical"): (0.77, 0.65),
+    ("queries.jsonl", "lexical"): (0.96, 0.82),
+    ("dev2.jsonl", "lexical"): (0.76, 0.63),
     ("blind.jsonl", "lexical"): (0.70, 0.57),
     ("queries.jsonl", "semantic"): (0.97, 0.89),
     ("dev2.jsonl", "semantic"): (0.78, 0.70),
@@ -663,3 +664,20 @@ def test_a_section_of_bare_command_output_ranks_below_one_that_says_what_to_do(t
     finally:
         idx.close()
     assert is_output_only([("code", "```text\nout\n```")]) and not is_output_only([("code", "```python\nx\n```")])
+
+
+def test_proximity_runs_only_in_a_search_fused_with_the_dense_side(committed_index, monkeypatch) -> None:
+    # Lexical mode has a 2 ms p50 budget that proximity's extra FTS5 query would break; fused with the
+    # dense side, the query embedding dominates and proximity is applied.
+    from fsdp_skill.search import ranking
+
+    calls: list[str] = []
+    original = committed_index.all_scores
+    monkeypatch.setattr(committed_index, "all_scores", lambda match: calls.append(match) or original(match))
+    query = "collectives hang when a rank skipped one"
+    ranking.search(committed_index, query, use_dense=False)
+    assert calls == []
+    if committed_index.dense is None:
+        pytest.skip(f"the fused case needs the semantic side: {committed_index.search_mode}")
+    ranking.search(committed_index, query)
+    assert len(calls) == 1

@@ -152,3 +152,4 @@ def test_anchor_text_keeps_sentences_naming_one_or_two_apis_in_code_and_drops_li
     assert "torch.distributed.barrier" not in texts  # named in a 3-API list and a run-on over MAX_SENTENCE_CHARS
     many = anchors.anchor_texts(_catalog([f"Call `dist.barrier` in step {n}." for n in range(40)]))
     assert len(many["torch.distributed.barrier"]) == anchors.MAX_ANCHORS_PER_API
+

@@ -52,7 +52,9 @@ MEMBER_SHARE = 0.5
 # 0.642 -> 0.850 / 0.664, semantic 0.878 / 0.706 -> 0.901 / 0.710 (ru/ja unchanged); weights 0.03-0.08 and
 # distances 3-12 all raised both sets lexically; exact phrases (distance 0) or weight 0.2 lowered semantic
 # dev, a plain lift (no bm25: whether any pair is near) lowered lexical dev, and the pairs OR-ed into the
-# main query at full weight lowered every set. Cost: one more FTS5 query, +0.3 ms lexical p50.
+# main query at full weight lowered every set. Cost: one more FTS5 query, +0.3 ms. So it applies only to a
+# search fused with the dense side, where the query embedding takes ~17 ms and the 0.3 ms is noise; in
+# lexical mode it would take p50 from ~1.85 to ~2.15 ms, past that mode's 2 ms budget (issue 11).
 PROXIMITY_WEIGHT = 0.05
 PROXIMITY_DISTANCE = 5
 NON_LATIN_HINT = (
@@ -98,7 +100,7 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
     dense = index.dense if use_dense and not is_name_lookup(parsed) else None
     if not parsed.lexical and dense is None:
         raise QueryError(NON_LATIN_HINT.format(enable=semantic.ENABLE_HINT))
-    lexical, keys = lexical_ranking(index, parsed, kind) if parsed.lexical else ([], {})
+    lexical, keys = lexical_ranking(index, parsed, kind, proximity=dense is not None) if parsed.lexical else ([], {})
     if dense is None:
         ranked = lexical
     else:
@@ -126,7 +128,9 @@ def is_name_lookup(parsed: ParsedQuery) -> bool:
     return parsed.content_words <= 2 and any(s >= names.SHORT_STRENGTH for s in parsed.symbols.values())
 
 
-def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> tuple[list[tuple[int, float]], Keys]:
+def lexical_ranking(
+    index: DocsIndex, parsed: ParsedQuery, kind: str | None, proximity: bool = True
+) -> tuple[list[tuple[int, float]], Keys]:
     """(rowid, score) of the lexical candidates, best first: bm25 × kind prior × symbol and scope boosts;
     and the candidates' keys."""
     match = parsed.match_expression()
@@ -153,7 +157,8 @@ def lexical_ranking(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> 
         if parsed.scopes and in_scope(parsed.scopes, reference, symbol, index.pattern_tags.get(rowid, frozenset())):
             score *= SCOPE_BOOST
         scored[rowid] = score
-    add_proximity(index, parsed, scored)
+    if proximity:
+        add_proximity(index, parsed, scored)
     ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     return diversified(ranked, len(ranked), keys), keys
 
