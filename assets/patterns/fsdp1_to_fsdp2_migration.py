@@ -179,9 +179,10 @@ def main() -> None:
     torch.testing.assert_close(torch.tensor(losses1), torch.tensor(losses2))
     if rank == 0:
         assert sd1.keys() == sd2.keys(), sorted(sd1.keys() ^ sd2.keys())  # same names: no wrapper prefixes
-        # Compared on the CPU: at world size 1 FSDP1 switches to NO_SHARD (torch/distributed/fsdp/_init_utils.py:430)
-        # and, with use_orig_params, skips the unshard hook that offloads (_state_dict_utils.py:57-60), so its
-        # full state dict stays on the GPU although offload_to_cpu=True (seen in the NCCL pass at 1 rank).
+        # Compared on the CPU: the NCCL pass at 1 rank got the two full state dicts on different devices. By the
+        # source, at world size 1 FSDP1 switches to NO_SHARD (torch/distributed/fsdp/_init_utils.py:430) and, with
+        # use_orig_params, skips the unshard hook that offloads (_state_dict_utils.py:57-60), so its dict stays
+        # on the GPU although offload_to_cpu=True.
         sd1, sd2 = ({key: value.cpu() for key, value in sd.items()} for sd in (sd1, sd2))
         worst = max((sd1[key].float() - sd2[key].float()).abs().max().item() for key in sd1)
         for key in sd1:
