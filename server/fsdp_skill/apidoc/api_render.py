@@ -13,12 +13,9 @@ from fsdp_skill.apidoc.api_model import ApiDoc
 from fsdp_skill.convert.markdown import blockquote, shift_headings
 from fsdp_skill.core.catalog import ApiEntry, Example
 from fsdp_skill.core.markdown import code_fence
+from fsdp_skill.core.quoting import table_cell
 
 __all__ = ["is_bare_module", "render_api", "to_api_entry", "to_examples"]
-
-
-def _cell(markdown: str) -> str:
-    return " ".join(markdown.split()).replace("|", "\\|")
 
 
 def _is_simple(markdown: str) -> bool:
@@ -33,9 +30,10 @@ def _parameters(doc: ApiDoc) -> list[str]:
     if all(_is_simple(p.description) for p in doc.parameters):
         lines += ["| name | type | default | description |", "|---|---|---|---|"]
         for p in doc.parameters:
-            type_text = f"`{_cell(p.type)}`" if p.type else ""
-            default = f"`{_cell(p.default)}`" if p.default is not None else ""
-            lines.append(f"| `{p.name}` | {type_text} | {default} | {_cell(p.description)} |")
+            type_text = f"`{table_cell(p.type, fold_whitespace=True)}`" if p.type else ""
+            default = f"`{table_cell(p.default, fold_whitespace=True)}`" if p.default is not None else ""
+            description = table_cell(p.description, fold_whitespace=True)
+            lines.append(f"| `{p.name}` | {type_text} | {default} | {description} |")
         return lines
     for p in doc.parameters:  # rich descriptions (lists, code) do not fit in a table
         head = f"- `{p.name}`"

@@ -21,6 +21,7 @@ from fsdp_skill.apidoc import deprecation, introspect
 from fsdp_skill.apidoc.docstring_sections import split_docstring
 from fsdp_skill.convert.rst.inline import convert as convert_inline
 from fsdp_skill.core.catalog import Deprecation
+from fsdp_skill.core.quoting import table_cell
 
 __all__ = [
     "COVERED_EXTRA",
@@ -165,10 +166,6 @@ def _alias_text(obj: Any) -> str:
     return re.sub(r"\b(?:[a-z_]\w*\.)+(?=[A-Za-z_])", "", text)
 
 
-def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def _reason(name: str, obj: Any, dep: Deprecation | None) -> str:
     if dep is not None:
         return "deprecated in this torch (see below); the pages no longer document it"
@@ -268,7 +265,10 @@ def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
         "| name | reason | summary (from the docstring) |",
         "|---|---|---|",
     ]
-    lines += [f"| `{name}` | {_cell(reason)} | {_cell(summary)} |" for name, reason, summary in findings.undocumented]
+    lines += [
+        f"| `{name}` | {table_cell(reason, fold_whitespace=True)} | {table_cell(summary, fold_whitespace=True)} |"
+        for name, reason, summary in findings.undocumented
+    ]
     lines += [
         "",
         f"## Deprecated in torch {torch_version} ({len(findings.deprecated)})",
@@ -282,7 +282,7 @@ def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
     for name in sorted(findings.deprecated):
         dep = findings.deprecated[name]
         replacement = f"`{dep.replacement}`" if dep.replacement else ""
-        lines.append(f"| `{name}` | {replacement} | {_cell(dep.message)} |")
+        lines.append(f"| `{name}` | {replacement} | {table_cell(dep.message, fold_whitespace=True)} |")
     lines += [
         "",
         f"## Documented but missing from torch {torch_version} ({len(findings.unresolved)})",
@@ -294,7 +294,8 @@ def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
         "|---|---|---|",
     ]
     lines += [
-        f"| `{name}` | {_cell(where)} | {_cell(_missing_reason(findings.import_failures.get(name), torch_version))} |"
+        f"| `{name}` | {table_cell(where, fold_whitespace=True)} | "
+        f"{table_cell(_missing_reason(findings.import_failures.get(name), torch_version), fold_whitespace=True)} |"
         for name, where in sorted(findings.unresolved.items())
     ]
     return "\n".join(lines) + "\n"

@@ -36,3 +36,18 @@ def clip(text: str, limit: int) -> str:
     head = text[: limit + 1]
     cut = head.rsplit(" ", 1)[0] if " " in head else text[:limit]
     return cut + "…"
+
+
+def table_cell(text: str | None, fold_whitespace: bool = False) -> str:
+    r"""text for one cell of a markdown table: pipes escaped, on one line (newlines become spaces; with
+    `fold_whitespace` every run of whitespace becomes one space, as API tables want).
+
+    >>> table_cell("a|b\nc")
+    'a\\|b c'
+    >>> table_cell("a   b\n c", fold_whitespace=True)
+    'a b c'
+    """
+    text = text or ""
+    if fold_whitespace:
+        return " ".join(text.split()).replace("|", "\\|")
+    return text.replace("|", "\\|").replace("\n", " ")

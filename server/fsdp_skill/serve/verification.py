@@ -37,13 +37,19 @@ class VerificationReport:
         self._caches: list[FileCache[dict[str, list[VerificationStatus]]]] = [
             FileCache(p, parse_report, {}) for p in (path, *more)
         ]
+        self._parts: list[dict[str, list[VerificationStatus]]] = []
+        self._merged: dict[str, list[VerificationStatus]] = {}
 
     def _load(self) -> dict[str, list[VerificationStatus]]:
-        merged: dict[str, list[VerificationStatus]] = {}
-        for cache in self._caches:
-            for name, statuses in cache.get().items():
-                merged.setdefault(name, []).extend(statuses)
-        return merged
+        """The files' rows merged by name; merged again only when a file was re-read (every search asks)."""
+        parts = [cache.get() for cache in self._caches]
+        if len(parts) != len(self._parts) or any(new is not old for new, old in zip(parts, self._parts)):
+            merged: dict[str, list[VerificationStatus]] = {}
+            for part in parts:
+                for name, statuses in part.items():
+                    merged.setdefault(name, []).extend(statuses)
+            self._parts, self._merged = parts, merged
+        return self._merged
 
     def statuses(self, name: str) -> list[VerificationStatus]:
         return list(self._load().get(name, []))

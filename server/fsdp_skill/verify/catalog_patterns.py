@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from .examples import CatalogReadError
-from .patterns import KNOWN_REQUIREMENTS, fitted_reason, fitted_size, run_pattern
+from .patterns import KNOWN_REQUIREMENTS, fitted_size, launch_row, run_pattern
 
 PATTERN_PREFIX = "pattern:"
 # A pattern is a whole training job (torchrun start, rendezvous, a few steps): it gets at least this long
 # whatever the per-example --timeout is, so a short example timeout does not fail the patterns.
 MIN_PATTERN_TIMEOUT_S = 180.0
-# The tail of a failed pattern's output kept in its row: where the exception and torchrun's summary are.
-FAILED_OUTPUT_CHARS = 6_000
 
 Result = dict[str, Any]
 
@@ -120,20 +118,8 @@ def select_patterns(
 
 
 def _row(spec: PatternSpec, backend: str, status: str, reason: str | None, seconds: float,
-         world_size: int | None = None) -> Result:
-    size = world_size or spec.world_size
-    row: Result = {
-        "name": spec.id,
-        "backend": backend,
-        "world_size": size,
-        "status": status,
-        "reason": fitted_reason(size, spec.world_size, status, reason),
-        "seconds": round(float(seconds), 3),
-        "warnings": [],
-    }
-    if size != spec.world_size:
-        row["stated_world_size"] = spec.world_size
-    return row
+         world_size: int | None = None, output: str = "") -> Result:
+    return launch_row(spec.id, backend, spec.world_size, status, reason, seconds, world_size, output)
 
 
 def run_one(spec: PatternSpec, backend: str, timeout_s: float, max_ranks: int | None = None) -> Result:
@@ -146,10 +132,7 @@ def run_one(spec: PatternSpec, backend: str, timeout_s: float, max_ranks: int | 
     if skip:
         return _row(spec, backend, "skipped", skip, 0.0)
     outcome = run_pattern(spec.path, size, backend=backend, timeout=timeout_s, requires=spec.requires)
-    row = _row(spec, backend, outcome["status"], outcome["reason"], outcome["seconds"], size)
-    if outcome["status"] == "failed" and outcome["output"]:
-        row["output"] = outcome["output"][-FAILED_OUTPUT_CHARS:]
-    return row
+    return _row(spec, backend, outcome["status"], outcome["reason"], outcome["seconds"], size, outcome["output"])
 
 
 def run_patterns(

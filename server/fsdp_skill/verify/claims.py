@@ -34,8 +34,8 @@ from typing import Any
 from .patterns import (
     NAME_RE,
     PatternHeaderError,
-    fitted_reason,
     fitted_size,
+    launch_row,
     parse_requires,
     parse_world_size,
     read_key_block,
@@ -48,7 +48,6 @@ OPTIONAL_CHECK_KEYS = ("requires", "rests_on")
 SECTIONS = ("pitfalls", "decide-first", "core-recipe", "migration-map", "tuning", "what-changed", "patterns", "doc-bug")
 # A torchrun start, rendezvous and a few steps; a check that needs longer is too big for CI.
 MIN_CHECK_TIMEOUT_S = 120.0
-FAILED_OUTPUT_CHARS = 6_000
 _RESTS_ON_RE = re.compile(r"^(torch/[\w/.]+\.py):(\d+)\s+`([^`]+)`$")
 
 Result = dict[str, Any]
@@ -182,20 +181,8 @@ def _gpu_count() -> int:
 
 
 def _row(check: ClaimCheck, backend: str, status: str, reason: str | None, seconds: float,
-         world_size: int | None = None) -> Result:
-    size = world_size or check.world_size
-    row: Result = {
-        "name": check.id,
-        "backend": backend,
-        "world_size": size,
-        "status": status,
-        "reason": fitted_reason(size, check.world_size, status, reason),
-        "seconds": round(float(seconds), 3),
-        "warnings": [],
-    }
-    if size != check.world_size:
-        row["stated_world_size"] = check.world_size
-    return row
+         world_size: int | None = None, output: str = "") -> Result:
+    return launch_row(check.id, backend, check.world_size, status, reason, seconds, world_size, output)
 
 
 def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S, max_ranks: int | None = None) -> Result:
@@ -223,10 +210,7 @@ def run_check(check: ClaimCheck, timeout_s: float = MIN_CHECK_TIMEOUT_S, max_ran
     else:
         backend = "gloo"
     outcome = run_pattern(check.path, size, backend=backend, timeout=timeout_s, requires=())
-    row = _row(check, backend, outcome["status"], outcome["reason"], outcome["seconds"], size)
-    if outcome["status"] == "failed" and outcome["output"]:
-        row["output"] = outcome["output"][-FAILED_OUTPUT_CHARS:]
-    return row
+    return _row(check, backend, outcome["status"], outcome["reason"], outcome["seconds"], size, outcome["output"])
 
 
 def run_checks(

@@ -23,8 +23,9 @@ from typing import Any
 from fsdp_skill.core.atomic import write_atomic  # stdlib only
 from fsdp_skill.core.errors import UserError  # stdlib only
 from fsdp_skill.core.paths import repo_root  # stdlib only
+from fsdp_skill.core.quoting import table_cell  # stdlib only
 
-from .report import _cell, _key, dumps_json, for_commit
+from .report import dumps_json, for_commit, row_key
 
 PARTS = ("claims", "patterns", "examples")
 STATUS_ORDER = ("passed", "passed-with-stand-ins", "doc-bug", "checked", "skipped", "failed")
@@ -70,7 +71,7 @@ def combine(folder: Path, date: str | None = None, notes: list[str] | None = Non
         "parts": parts,
         "probe": _read(folder, "probe"),
         "notes": list(notes or []),
-        "results": sorted(rows, key=_key),
+        "results": sorted(rows, key=row_key),
     }
     return for_commit(report)
 
@@ -125,7 +126,7 @@ def render_markdown(report: dict[str, Any]) -> str:
               "(Statically checked rows, and rows skipped only because they need more ranks than GPUs, are in the "
               "JSON.)", "", "| name | ranks | status | reason |", "|---|---|---|---|"]
     for row in ran:
-        lines.append(f"| `{row['name']}` | {row['world_size']} | {row['status']} | {_cell(row.get('reason'))} |")
+        lines.append(f"| `{row['name']}` | {row['world_size']} | {row['status']} | {table_cell(row.get('reason'))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from fsdp_skill.core.quoting import table_cell  # stdlib only
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES  # stdlib only
 
 PAGE_STATUSES: tuple[str, ...] = EXAMPLE_STATUSES
@@ -17,10 +18,6 @@ PAGE_STATUSES: tuple[str, ...] = EXAMPLE_STATUSES
 
 def is_page_row(row: dict[str, Any]) -> bool:
     return "kind" in row and "#" in str(row.get("name", "")) and str(row["name"]).rsplit(":", 1)[-1].isdigit()
-
-
-def _cell(text: str | None) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ")
 
 
 def _tally(rows: list[dict[str, Any]]) -> str:
@@ -57,7 +54,7 @@ def page_section(rows: list[dict[str, Any]]) -> list[str]:
     lines += ["", "| block | kind | backend | world size | status | reason |", "|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(
-            f"| `{_cell(r['name'])}` | {r.get('kind', '')} | {r['backend']} | {r['world_size']} | {r['status']} | "
-            f"{_cell(r.get('reason'))} |"
+            f"| `{table_cell(r['name'])}` | {r.get('kind', '')} | {r['backend']} | {r['world_size']} | {r['status']} | "
+            f"{table_cell(r.get('reason'))} |"
         )
     return lines

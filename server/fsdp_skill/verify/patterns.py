@@ -306,6 +306,34 @@ def failure_reason(output: str, returncode: int) -> str:
     return f"exit code {returncode}"
 
 
+# The tail of a failed run's output kept in its row: where the exception and torchrun's summary are.
+FAILED_OUTPUT_CHARS = 6_000
+
+
+def launch_row(
+    name: str, backend: str, stated: int, status: str, reason: str | None, seconds: float,
+    world_size: int | None = None, output: str = "",
+) -> dict[str, Any]:
+    """The report row of one script run under torchrun (a pattern or a claim check): `world_size` is the size
+    it ran at when --max-ranks cut it below the `stated` one (the row then says so and keeps the stated size);
+    a failed row carries the output's tail."""
+    size = world_size or stated
+    row: dict[str, Any] = {
+        "name": name,
+        "backend": backend,
+        "world_size": size,
+        "status": status,
+        "reason": fitted_reason(size, stated, status, reason),
+        "seconds": round(float(seconds), 3),
+        "warnings": [],
+    }
+    if size != stated:
+        row["stated_world_size"] = stated
+    if status == "failed" and output:
+        row["output"] = output[-FAILED_OUTPUT_CHARS:]
+    return row
+
+
 def fitted_size(stated: int, requires: tuple[str, ...] | list[str], max_ranks: int | None) -> tuple[int, str | None]:
     """The world size to run at under --max-ranks, and why not to run at all (None: run)."""
     if not max_ranks or stated <= max_ranks:

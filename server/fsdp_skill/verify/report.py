@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fsdp_skill.core.atomic import write_atomic  # stdlib only, shared with the catalog
+from fsdp_skill.core.quoting import table_cell  # stdlib only
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # stdlib only
 
 from .catalog_patterns import PATTERN_PREFIX
@@ -30,14 +31,14 @@ from .claims import CLAIM_PREFIX
 from .page_report import is_page_row, page_section
 
 
-def _key(result: dict[str, Any]) -> tuple[str, str, int]:
+def row_key(result: dict[str, Any]) -> tuple[str, str, int]:
     return (result["name"], result["backend"], int(result["world_size"]))
 
 
 def build_report(
     results: list[dict[str, Any]], torch_version: str, date: datetime.date | None = None
 ) -> dict[str, Any]:
-    ordered = sorted(results, key=_key)
+    ordered = sorted(results, key=row_key)
     return {"torch_version": torch_version, "date": (date or datetime.date.today()).isoformat(), "results": ordered}
 
 
@@ -62,16 +63,16 @@ def merge(
     """
     if not previous or previous.get("torch_version") != report["torch_version"]:
         return report
-    fresh = {_key(r) for r in report["results"]}
+    fresh = {row_key(r) for r in report["results"]}
     covered = {(r["name"], r["backend"]) for r in report["results"]} if documented_sizes else set()
     kept = [
         r
         for r in previous.get("results", [])
-        if _key(r) not in fresh
+        if row_key(r) not in fresh
         and (r.get("name"), r.get("backend")) not in covered
         and (known is None or r.get("name") in known)
     ]
-    return {**report, "results": sorted(kept + report["results"], key=_key)}
+    return {**report, "results": sorted(kept + report["results"], key=row_key)}
 
 
 def dumps_json(report: dict[str, Any]) -> str:
@@ -82,15 +83,17 @@ def counts(results: list[dict[str, Any]]) -> Counter[str]:
     return Counter(r["status"] for r in results)
 
 
-def _cell(text: str | None) -> str:
-    return (text or "").replace("|", "\\|").replace("\n", " ")
-
-
 
 
 def _tally_line(results: list[dict[str, Any]], statuses: tuple[str, ...]) -> str:
     tally = counts(results)
     return ", ".join(f"{tally.get(s, 0)} {s}" for s in statuses) + f" ({len(results)} runs)"
+
+
+def _launched_line(name: str, r: dict[str, Any]) -> str:
+    """A table row of a pattern or claim check: name (without its prefix), backend, ranks, status, reason."""
+    reason = table_cell(r.get("reason"))
+    return f"| `{table_cell(name)}` | {r['backend']} | {r['world_size']} | {r['status']} | {reason} |"
 
 
 def _patterns_section(patterns: list[dict[str, Any]]) -> list[str]:
@@ -111,9 +114,7 @@ def _patterns_section(patterns: list[dict[str, Any]]) -> list[str]:
     ]
     for r in patterns:
         name = r["name"][len(PATTERN_PREFIX):]
-        lines.append(
-            f"| `{_cell(name)}` | {r['backend']} | {r['world_size']} | {r['status']} | {_cell(r.get('reason'))} |"
-        )
+        lines.append(_launched_line(name, r))
     return lines
 
 
@@ -137,9 +138,7 @@ def _claims_section(claims: list[dict[str, Any]]) -> list[str]:
     ]
     for r in claims:
         name = r["name"][len(CLAIM_PREFIX):]
-        lines.append(
-            f"| `{_cell(name)}` | {r['backend']} | {r['world_size']} | {r['status']} | {_cell(r.get('reason'))} |"
-        )
+        lines.append(_launched_line(name, r))
     return lines
 
 
@@ -177,8 +176,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     for r in results:
         warnings = "; ".join(r.get("warnings") or [])
         lines.append(
-            f"| `{_cell(r['name'])}` | {r['backend']} | {r['world_size']} | {r['status']} | {_cell(r.get('reason'))} "
-            f"| {_cell(warnings)} |"
+            f"| `{table_cell(r['name'])}` | {r['backend']} | {r['world_size']} | {r['status']} | "
+            f"{table_cell(r.get('reason'))} | {table_cell(warnings)} |"
         )
     if pages:
         lines += page_section(pages)
