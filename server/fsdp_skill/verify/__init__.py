@@ -1,7 +1,7 @@
 """The example runner: execute the catalog's documented examples on every rank and classify them.
 
 This subpackage imports nothing but the stdlib and torch (and rich, when installed, for a table), plus
-the stdlib-only `core.atomic`, `core.paths` and `core.errors`, so a plain clone runs it through
+the stdlib-only `core` modules (atomic, paths, errors, scratch, vocabulary, quoting), so a plain clone runs it through
 scripts/verify_examples.py. torch itself is imported lazily, inside the
 functions that need it, so `--help` and input errors answer instantly.
 
