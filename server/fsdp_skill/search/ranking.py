@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 from fsdp_skill.search import names, semantic
-from fsdp_skill.search.index import DocRow, DocsIndex
+from fsdp_skill.search.index import DocRow, DocsIndex, best
 from fsdp_skill.search.query import ParsedQuery, QueryError, parse_query
 from fsdp_skill.search.snippets import make_snippet
 from fsdp_skill.search.vocabulary import vocabulary
@@ -134,16 +134,20 @@ def lexical_ranking(
     """(rowid, score) of the lexical candidates, best first: bm25 × kind prior × symbol and scope boosts;
     and the candidates' keys."""
     match = parsed.match_expression()
-    pool = dict(index.candidates(match, kind, POOL))
+    # One FTS5 query scores every match; the pool is its POOL best, plus the scores of the documents
+    # added past that cut, read from the same dict.
+    matched = index.matching(match, kind)
+    pool = dict(best(matched, POOL))
     symbols = parsed.symbols
     # A named class lifts its members a little: a question naming DTensor is often about a DTensor method.
     members = {name: strength * MEMBER_SHARE for name, strength in symbols.items() if is_class_name(name)}
-    missing = [rowid for rowid in index.rowids_with_symbol(list(symbols), kind) if rowid not in pool]
-    pool.update(index.scores_for(match, missing))
+    for rowid in index.rowids_with_symbol(list(symbols), kind):
+        if rowid in matched:
+            pool[rowid] = matched[rowid]
     if kind in (None, "pattern"):
         # Patterns are few (a dozen) and long, so bm25's length normalisation can push a curated recipe
-        # below the candidate cut: score every one that matches (one rowid-range query).
-        pool.update(index.pattern_scores(match))
+        # below the candidate cut: every pattern that matches is a candidate.
+        pool.update((rowid, matched[rowid]) for rowid in index.pattern_tags if rowid in matched)
     keys = index.doc_keys(list(pool))
     scored: dict[int, float] = {}
     for rowid, base in pool.items():
