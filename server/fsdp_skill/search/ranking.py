@@ -2,8 +2,9 @@
 
 1. `parse_query` (once) gives quoted, OR-ed terms, the API names the query names with a strength, and
    the topics it scopes to.
-2. FTS5 returns the best `POOL` documents by bm25 with column weights (title and names above body);
-   every pattern is scored too (they are few, and long enough for bm25 to cut them otherwise).
+2. One FTS5 query scores every matching document by bm25 with column weights (title and names above
+   body); the candidates are the best `POOL` of them, every matching pattern (they are few, and long
+   enough for bm25 to cut them otherwise) and every entry of an API the query names.
 3. Each candidate's score is multiplied by a kind prior; by a symbol boost when the query names its
    API (strength from the parse); a smaller boost for members of a named class; and a scope lift when
    the query names the document's topic ("… in FSDP2" → fsdp2.md, FSDPModule, patterns tagged fsdp2).
