@@ -127,6 +127,18 @@ def test_literal_ranks_need_the_largest_rank_plus_one() -> None:
     assert parse_doctest(">>> dist.send(t, dst=rank + 1)\n")[0].world_size == 1  # not a literal rank
 
 
+def test_an_example_that_assumes_n_cuda_devices_needs_n_ranks() -> None:
+    text = (
+        ">>> cur_subgroup, subgroups = dist.new_subgroups()\n"
+        ">>> tensor\n"
+        "tensor([28])  # Assume 8 CUDA devices per machine.  28 is sum(range(8)).\n"
+    )
+    assert parse_doctest(text)[0].world_size == 8
+    assert parse_doctest(">>> # Run this on 4 GPUs.\n>>> x = 1\n")[0].world_size == 4
+    # A subgroup's size, said in processes, is not the world's.
+    assert parse_doctest(">>> # Two subgroups of 2 processes each.\n>>> x = 1\n")[0].world_size == 1
+
+
 def test_numbers_in_the_prose_before_an_example_do_not_set_its_world_size() -> None:
     [example] = parse_doctest("Run it with torchrun --nproc-per-node=8 train.py:\n\n>>> dist.init_process_group()\n")
     assert example.world_size == 1

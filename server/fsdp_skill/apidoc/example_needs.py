@@ -6,7 +6,8 @@ World size rule: an example needs the smallest world in which every statement of
 world size is the largest lower bound any piece of evidence gives:
 
 - an output tagged `# Rank N` needs N + 1 ranks;
-- a stated size: "world_size=4", "world_size of 3", "world size is 2", "2 ranks", "--nproc-per-node 8";
+- a stated size: "world_size=4", "world_size of 3", "world size is 2", "2 ranks", "--nproc-per-node 8",
+  "8 CUDA devices", "4 GPUs";
 - a literal device mesh: `init_device_mesh("cuda", (2, 4))` / `mesh_shape=(2, 4)` needs the product
   of the shape (8); `DeviceMesh("cuda", [[0, 1, 2, 3], [4, 5, 6, 7]])` or `torch.arange(8)` needs its
   largest rank + 1 (8);
@@ -38,6 +39,9 @@ _STATED_SIZE = [
     # "world_size=4", "world_size: 4", "world_size == 2", "world_size of 3", "world size is 2", "world size 8"
     re.compile(r"\bworld[_ ]size\s*(?:==|=|:|\bof\b|\bis\b)?\s*(\d+)\b", re.IGNORECASE),
     re.compile(r"\bnproc[-_]per[-_]node[= ](\d+)\b"),
+    # "Assume 8 CUDA devices per machine", "on 4 GPUs": one rank per device is how the docs run them
+    # (new_subgroups' example sums ranks 0-7). Not "N processes": a subgroup's size is said that way.
+    re.compile(r"\b(\d+)\s+(?:cuda\s+devices|gpus)\b", re.IGNORECASE),
 ]
 _RANK_KEYWORDS = {"src", "dst", "group_src", "group_dst", "ranks", "ranks_per_subgroup_list"}
 # Calls whose first positional argument is a rank list.
