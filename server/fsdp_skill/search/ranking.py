@@ -54,8 +54,9 @@ MEMBER_SHARE = 0.5
 # distances 3-12 all raised both sets lexically; exact phrases (distance 0) or weight 0.2 lowered semantic
 # dev, a plain lift (no bm25: whether any pair is near) lowered lexical dev, and the pairs OR-ed into the
 # main query at full weight lowered every set. Cost: one more FTS5 query, +0.3 ms. So it applies only to a
-# search fused with the dense side, where the query embedding takes ~17 ms and the 0.3 ms is noise; in
-# lexical mode it would take p50 from ~1.85 to ~2.15 ms, past that mode's 2 ms budget (issue 11).
+# search fused with the dense side, where the query embedding takes ~15 ms and the 0.3 ms is noise; in
+# lexical mode it would take the bench's p50 from 1.55 to about 1.85 ms, too close to that mode's 2 ms
+# budget (issue 11) when other work shares the cores (a busy run once measured 2.21 ms without it).
 PROXIMITY_WEIGHT = 0.05
 PROXIMITY_DISTANCE = 5
 NON_LATIN_HINT = (
