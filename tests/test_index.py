@@ -671,9 +671,15 @@ def test_proximity_runs_only_in_a_search_fused_with_the_dense_side(committed_ind
     # dense side, the query embedding dominates and proximity is applied.
     from fsdp_skill.search import ranking
 
-    calls: list[str] = []
-    original = committed_index.all_scores
-    monkeypatch.setattr(committed_index, "all_scores", lambda match: calls.append(match) or original(match))
+    calls: list[str] = []  # the proximity queries: the main query goes through matching() too
+    original = committed_index.matching
+
+    def recording(match: str, kind: str | None = None) -> dict[int, float]:
+        if "NEAR(" in match:
+            calls.append(match)
+        return original(match, kind)
+
+    monkeypatch.setattr(committed_index, "matching", recording)
     query = "collectives hang when a rank skipped one"
     ranking.search(committed_index, query, use_dense=False)
     assert calls == []

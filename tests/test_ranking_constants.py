@@ -51,7 +51,7 @@ def test_proximity_lifts_candidates_where_neighbouring_query_words_stand_close_a
     monkeypatch.setattr(ranking, "PROXIMITY_WEIGHT", 0.0)
     flat = scores(index, query)
     parsed = parse_query(query, index)
-    near = index.all_scores(parsed.proximity_expression(ranking.PROXIMITY_DISTANCE))
+    near = index.matching(parsed.proximity_expression(ranking.PROXIMITY_DISTANCE))
     near = {r: s for r, s in near.items() if r in flat}
     assert set(lifted) == set(flat) and near and set(near) != set(flat)
     scale = 0.05 * max(flat.values()) / max(near.values())

@@ -352,7 +352,9 @@ class DocsIndex:
         one kind or any. One query, unordered: FTS5 scores every match for ORDER BY rank anyway, and
         sorting in SQLite cost more than the scoring it saves (dev: 0.85 ms ranked with LIMIT 60 against
         0.68 ms for every score, 438 matches at the median), so the caller cuts its pool in Python and
-        finds the scores of the documents it adds past the cut (patterns, named symbols) in the same dict."""
+        finds the scores of the documents it adds past the cut (patterns, named symbols) in the same dict.
+        Also how a selective expression (proximity's NEAR pairs) scores a candidate pool: 0.3 ms p50 on
+        dev + dev2, where the pool's 60 rowids in an IN list took 4.9 ms (a doclist seek per rowid)."""
         rows = self._all("SELECT rowid, rank FROM docs_fts WHERE docs_fts MATCH ?", (match,))
         if kind is None:
             return {rowid: -rank for rowid, rank in rows}
@@ -362,12 +364,6 @@ class DocsIndex:
     def candidates(self, match: str, kind: str | None, limit: int) -> list[tuple[int, float]]:
         """The `limit` best (rowid, bm25) for a MATCH expression, best first; equal scores by rowid."""
         return best(self.matching(match, kind), limit)
-
-    def all_scores(self, match: str) -> dict[int, float]:
-        """bm25 of every document matching `match`, unordered (`matching` of any kind). For a selective
-        expression (NEAR pairs) this is the cheap way to score a candidate pool: 0.3 ms p50 on dev + dev2,
-        where the pool's 60 rowids in an IN list took 4.9 ms (a doclist seek per rowid)."""
-        return self.matching(match)
 
     def doc_keys(self, rowids: Sequence[int]) -> dict[int, tuple[str, str, str | None, str | None, float]]:
         """rowid → (kind, id, symbol, reference, prior): all ranking needs, without loading the blocks."""

@@ -177,7 +177,7 @@ def add_proximity(index: DocsIndex, parsed: ParsedQuery, scored: dict[int, float
         return
     near = {
         rowid: s
-        for rowid, s in index.all_scores(parsed.proximity_expression(PROXIMITY_DISTANCE)).items()
+        for rowid, s in index.matching(parsed.proximity_expression(PROXIMITY_DISTANCE)).items()
         if rowid in scored
     }
     top = max(near.values(), default=0.0)
