@@ -13,6 +13,8 @@ The header. A Python pattern's module docstring, a shell template's first commen
     requires: cuda                    comma-separated, empty when gloo on CPU is enough
     tags: fsdp2, fully_shard, ...     comma-separated search terms
     launch: ...                       optional: the command line, when the default does not fit
+    mutant: NAME: `OLD` -> `NEW`      one line per mutant, at least one: an edit that makes the pattern's claim
+                                      false, which its run must then fail (see `mutants`)
 
 Running. A `.py` pattern runs as `python -m torch.distributed.run --standalone --nproc-per-node N`
 (the same interpreter, so no `torchrun` on PATH is needed); a shell template runs with bash, with
@@ -115,11 +117,13 @@ def _split_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def read_key_block(
-    path: Path, text: str, required: tuple[str, ...], optional: tuple[str, ...]
-) -> tuple[dict[str, str], dict[str, int], int, str]:
-    """The `key: value` lines a file's header starts with: (values, key -> 1-based line, the line after
-    them, the prose that follows). Shared by the patterns and the claim checks (`claims`)."""
+# Keys that may appear on several lines of one header (each line one item): a check's or pattern's mutants.
+REPEATABLE_KEYS = ("mutant",)
+
+
+def header_entries(path: Path, text: str) -> tuple[list[tuple[int, str, str]], int, str]:
+    """The `key: value` lines a file's header starts with, as (1-based file line, key, value), the line after
+    them, and the prose that follows. Keys are not checked here: `read_key_block` does that."""
     if path.suffix == ".py":
         block, first_line = _python_comment_block(path, text)
     elif path.suffix in PATTERN_SUFFIXES:
@@ -130,27 +134,40 @@ def read_key_block(
     index = 0
     while index < len(block) and not block[index].strip():
         index += 1
-    values: dict[str, str] = {}
-    key_lines: dict[str, int] = {}
+    entries: list[tuple[int, str, str]] = []
     while index < len(block) and block[index].strip():
         line_no = first_line + index
         match = _KEY_RE.match(block[index].strip())
         if not match:
             got = block[index].strip()
             raise PatternHeaderError(path, line_no, f"expected 'key: value' in the header, got {got!r}")
-        key, value = match.groups()
+        entries.append((line_no, match.group(1), match.group(2)))
+        index += 1
+    return entries, first_line + index, "\n".join(block[index:]).strip()
+
+
+def read_key_block(
+    path: Path, text: str, required: tuple[str, ...], optional: tuple[str, ...]
+) -> tuple[dict[str, str], dict[str, int], int, str]:
+    """The `key: value` lines a file's header starts with: (values, key -> 1-based line, the line after
+    them, the prose that follows). Shared by the patterns and the claim checks (`claims`). A repeatable
+    key (`mutant`) is allowed on any header and on several lines; its lines are read by `mutants`, not here."""
+    entries, header_end, prose = header_entries(path, text)
+    values: dict[str, str] = {}
+    key_lines: dict[str, int] = {}
+    for line_no, key, value in entries:
+        if key in REPEATABLE_KEYS:
+            continue
         if key not in required + optional:
-            allowed = ", ".join(required + optional)
+            allowed = ", ".join(required + optional + REPEATABLE_KEYS)
             raise PatternHeaderError(path, line_no, f"unknown header key {key!r} (allowed: {allowed})")
         if key in values:
             raise PatternHeaderError(path, line_no, f"header key {key!r} given twice")
         values[key], key_lines[key] = value, line_no
-        index += 1
-    header_end = first_line + index
     for key in required:
         if not values.get(key):
             raise PatternHeaderError(path, header_end, f"header has no {key!r}: add a '{key}: ...' line")
-    return values, key_lines, header_end, "\n".join(block[index:]).strip()
+    return values, key_lines, header_end, prose
 
 
 def parse_world_size(path: Path, values: dict[str, str], key_lines: dict[str, int]) -> int:
