@@ -124,7 +124,8 @@ def apply_mutant(path: Path, text: str, mutant: Mutant) -> str:
         where = [i for i, line in enumerate(lines) if i not in key_lines and edit.old in line]
         count = sum(lines[i].count(edit.old) for i in where)
         if count != 1:
-            found = "does not occur" if count == 0 else f"occurs {count} times (lines {', '.join(str(i + 1) for i in where)})"
+            lines_at = ", ".join(str(i + 1) for i in where)
+            found = "does not occur" if count == 0 else f"occurs {count} times (lines {lines_at})"
             raise MutantError(
                 path, mutant.line, f"mutant {mutant.name!r}: `{edit.old[:80]}` {found} outside the header; "
                 "it must occur exactly once (quote more of the line)"
