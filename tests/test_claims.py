@@ -32,6 +32,7 @@ name: tiny-claim
 claim: One plus one is two.
 backs: pitfalls
 world_size: 1
+mutant: plus-two: `assert 1 + 1` -> `assert 1 + 2`
 
 Asserts arithmetic.
 """
@@ -200,13 +201,19 @@ def test_only_claims_prints_one_row_per_check_and_writes_claim_rows(
     out = fake_repo / "out.json"
     assert main(["--only-claims", "--json", str(out), "--write-report"]) == 1  # wrong-claim fails
     rows = {r["name"]: r for r in json.loads(out.read_text())["results"]}
-    assert set(rows) == {"claim:tiny-claim", "claim:wrong-claim"}
+    # --write-report runs the checks' mutants too: a failing original's mutant proves nothing, so it is skipped.
+    assert set(rows) == {"claim:tiny-claim", "claim:wrong-claim", "mutant:claim:tiny-claim:plus-two",
+                         "mutant:claim:wrong-claim:plus-two"}
     assert rows["claim:tiny-claim"]["status"] == "passed" and rows["claim:wrong-claim"]["status"] == "failed"
     assert rows["claim:wrong-claim"]["reason"] == "AssertionError"
+    assert rows["mutant:claim:tiny-claim:plus-two"]["status"] == "killed"
+    assert rows["mutant:claim:wrong-claim:plus-two"]["status"] == "skipped"
     stdout = capsys.readouterr().out
     assert "verify: claims: 1 passed, 0 skipped, 1 failed (2 claims)" in stdout
+    assert "verify: mutants: 1 killed, 0 survived, 1 skipped, 0 failed (2 mutants)" in stdout
     md = (fake_repo / "references" / "verification.md").read_text()
     assert "## Claim checks" in md and "| `tiny-claim` | gloo | 1 | passed |  |" in md
+    assert "## Mutants" in md and "| `claim:tiny-claim:plus-two` | gloo | 1 | killed | AssertionError |" in md
 
 
 @pytest.mark.parametrize(

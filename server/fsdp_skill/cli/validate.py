@@ -10,6 +10,8 @@ Checks, each reported as one `file:line: problem` line:
   `file.md#anchor` to a heading slug (GitHub's rule) or an `<a id>`/`<a name>` of that file.
 - Every ```python block of SKILL.md parses (ast), and so does every pattern; shell templates pass
   `bash -n`; every pattern has a valid metadata header and a unique name.
+- Every pattern and claim check declares at least one mutant (`mutant: NAME: `OLD` -> `NEW``) that applies to
+  its file and, for Python, still parses (`fsdp_skill.verify.mutants`).
 - SKILL.md lists every pattern, names each by its header name, and names no pattern that is not there.
 - Every numbered pitfall links a claim check in assets/checks/ whose header parses (`validate_claims`).
 
@@ -39,6 +41,7 @@ from fsdp_skill.cli.validate_claims import check_pitfall_links
 from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
 from fsdp_skill.core.scratch import leftovers
+from fsdp_skill.verify.mutants import mutant_problems
 from fsdp_skill.verify.patterns import (
     PatternHeader,
     PatternHeaderError,
@@ -338,6 +341,8 @@ def check_pattern_files(root: Path, report: Report) -> tuple[dict[str, PatternHe
             )
             continue
         headers[header.name] = header
+        for line, message in mutant_problems(path):  # a pattern that could not fail shows nothing
+            report.add(file, line, message)
         if header.kind == "shell" and bash:
             check = subprocess.run([bash, "-n", str(path)], capture_output=True, text=True, timeout=30)
             if check.returncode != 0:

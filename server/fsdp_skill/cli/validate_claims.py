@@ -3,7 +3,9 @@
 A pitfall is an item of the ordered list under the `## Pitfalls` heading. Each must link at least one
 script under `assets/checks/` whose header parses (`fsdp_skill.verify.claims`); a link to a check that
 does not exist is reported by the link check already, a check with a bad header here. Every check file
-is read too, linked or not, so a malformed header fails validate before it fails a verify run.
+is read too, linked or not, so a malformed header fails validate before it fails a verify run, and each
+must declare at least one mutant that applies (`fsdp_skill.verify.mutants`): a check that could not fail
+proves nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from markdown_it.token import Token
 from fsdp_skill.build.render import plain_text
 from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.verify.claims import ClaimCheck, check_files, checks_dir, read_check
+from fsdp_skill.verify.mutants import mutant_problems
 from fsdp_skill.verify.patterns import PatternHeaderError
 
 PITFALLS_HEADING = "Pitfalls"
@@ -51,6 +54,7 @@ def read_checks(root: Path) -> tuple[dict[Path, ClaimCheck], list[tuple[str, int
             continue
         names[check.name] = path
         checks[path.resolve()] = check
+        problems.extend((_relative(path, root), line, message) for line, message in mutant_problems(path))
     return checks, problems
 
 

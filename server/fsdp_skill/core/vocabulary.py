@@ -12,11 +12,13 @@ from typing import Literal, get_args
 __all__ = [
     "DOCUMENT_KINDS",
     "EXAMPLE_STATUSES",
+    "MUTANT_STATUSES",
     "NOT_VERIFIED",
     "PATTERN_STATUSES",
     "STATUS_FILTERS",
     "DocumentKind",
     "ExampleStatus",
+    "MutantStatus",
     "NotVerified",
     "StatusFilter",
 ]
@@ -32,6 +34,10 @@ ExampleStatus = Literal["passed", "passed-with-stand-ins", "doc-bug", "checked",
 EXAMPLE_STATUSES: tuple[ExampleStatus, ...] = get_args(ExampleStatus)
 # A pattern is a script, not documented output: it passes, fails or is skipped, never a doc-bug.
 PATTERN_STATUSES: tuple[ExampleStatus, ...] = ("passed", "skipped", "failed")
+# A mutant (a check or pattern with its claim made false) must make its run fail: killed. Survived: the run
+# passed, so the check does not test its claim; failed: the mutant could not be applied or broke the script.
+MutantStatus = Literal["killed", "survived", "skipped", "failed"]
+MUTANT_STATUSES: tuple[MutantStatus, ...] = get_args(MutantStatus)
 # What the server says of an example the report has no row for.
 NotVerified = Literal["not verified"]
 NOT_VERIFIED: NotVerified = "not verified"

@@ -15,7 +15,9 @@ Modules, one job each:
 - `runner`: plan, group by world size, run (spawned pools, or as a torchrun rank)
 - `patterns`: the header of an assets/patterns/ script, and one run of it under torchrun
 - `catalog_patterns`: the catalog's patterns as report rows (`pattern:<name>`), run after the examples
-- `claims`: the claim checks of assets/checks/ (one per SKILL.md statement) as rows `claim:<name>`, run last
+- `claims`: the claim checks of assets/checks/ (one per SKILL.md statement) as rows `claim:<name>`
+- `mutants`: the edits each check's and pattern's header declares to make its claim false; each must make
+  its run fail (rows `mutant:<row>:<name>`, killed or survived), run last with --mutants / --only-mutants
 - page code (the code blocks of the reference pages): `code_shape` (what a block defines, reads, launches),
   `page_plan` (assemble a block with the blocks it needs and the page's launcher; decide run / static / skip),
   `launcher` + `page_exec` (the page's own `mp.spawn` / `mp.Process` served by the pool's ranks, in each rank),
@@ -49,5 +51,5 @@ def __getattr__(name: str) -> Any:
 # the build use (tests/test_layers.py holds other stages to it).
 __all__ = [
     "ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select",
-    "args", "claims", "cli", "code_shape", "examples", "patterns", "plan", "pool", "report", "runner", "static_check",
+    "args", "claims", "cli", "code_shape", "examples", "mutants", "patterns", "plan", "pool", "report", "runner", "static_check",
 ]

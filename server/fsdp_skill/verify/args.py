@@ -47,6 +47,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     which.add_argument("--only-claims", action="store_true",
                        help="run only the claim checks in assets/checks/ (each backs a SKILL.md statement)")
     p.add_argument("--no-claims", action="store_true", help="do not run the claim checks in assets/checks/")
+    mutants = p.add_mutually_exclusive_group()
+    mutants.add_argument(
+        "--mutants", action="store_true",
+        help="after the selected claim checks and patterns, run each mutant their headers declare (an edit that "
+        "makes the claim false, on a scratch copy) and require its run to fail: rows mutant:ROW:NAME, killed or "
+        "survived (implied by --write-report)",
+    )
+    mutants.add_argument(
+        "--only-mutants", action="store_true",
+        help="run only the mutants of the claim checks and patterns (-k and --id select mutant ids such as "
+        "mutant:claim:NAME:MUTANT, or every mutant of claim:NAME / pattern:NAME)",
+    )
+    mutants.add_argument("--no-mutants", action="store_true", help="do not run mutants, even with --write-report")
     p.add_argument(
         "--json",
         dest="json_path",

@@ -13,6 +13,8 @@ torch and asserts it (exit 0: the claim holds; non-zero: it went stale). Its hea
     requires: cuda                      empty when gloo on CPU is enough
     rests_on: torch/x.py:123 `text`     a GPU-only check: the installed torch's source line the claim
                                         rests on, quoted; named in the skip reason on a CPU-only machine
+    mutant: NAME: `OLD` -> `NEW`        one or more: an edit that makes the claim false; its run must fail
+                                        (`mutants`; `fsdp-skill validate` rejects a check without one)
 
 A check without `requires` always runs on gloo (it states CPU/gloo behaviour); a `cuda` check runs on
 nccl with one GPU per rank when this machine has them, else is skipped naming `rests_on`. Rows are

@@ -18,7 +18,7 @@ from typing import Any
 from fsdp_skill.core.atomic import unwritable_reason
 from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
 from fsdp_skill.core.paths import repo_root, writable_root
-from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, MUTANT_STATUSES, PATTERN_STATUSES
 
 from . import page_run
 from .args import add_arguments
@@ -45,6 +45,15 @@ from .examples import (
     read_catalog,
     select,
 )
+from .mutants import (
+    MutantTarget,
+    claim_target,
+    declared_ids,
+    is_mutant_id,
+    pattern_target,
+    run_mutants,
+    selector,
+)
 from .page_plan import PageBlock, blocks_from_catalog
 from .patterns import PatternHeaderError
 from .plan import MAX_LOCAL_RANKS
@@ -58,7 +67,7 @@ from .report import (
 from .runner import Result, RunOptions, launched_by_torchrun, run_launched, run_spawned
 
 _STATUS_STYLE = {"passed": "green", "passed-with-stand-ins": "green", "doc-bug": "yellow", "checked": "cyan",
-                 "skipped": "dim", "failed": "bold red"}
+                 "skipped": "dim", "failed": "bold red", "killed": "green", "survived": "bold red"}
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -99,6 +108,8 @@ class _Selection:
     known: set[str]  # every example and pattern id in the catalog (the report drops rows of others)
     data: dict[str, Any] = field(default_factory=dict)  # the catalog, for page code (page_run)
     page_blocks: list[PageBlock] = field(default_factory=list)  # the selected code blocks of the pages
+    mutants: str = "none"  # "none", "with" (after the selected checks and patterns) or "only"
+    mutant_ids: list[str] = field(default_factory=list)  # with --only-mutants: --id values
 
 
 def _selected(args: argparse.Namespace) -> _Selection:
@@ -106,11 +117,22 @@ def _selected(args: argparse.Namespace) -> _Selection:
     data = read_catalog(path)
     only_patterns, no_patterns = getattr(args, "only_patterns", False), getattr(args, "no_patterns", False)
     only_claims, no_claims = getattr(args, "only_claims", False), getattr(args, "no_claims", False)
+    only_mutants = getattr(args, "only_mutants", False)
+    if only_mutants and (only_patterns or only_claims or no_patterns or no_claims):
+        raise UserError("--only-mutants runs the mutants of every claim check and pattern: select them with -k or --id "
+                        "instead of --only-/--no-patterns or claims")
     # Parsing the examples costs a second on a full catalog: skip it when only patterns or claims run.
-    all_examples = [] if only_patterns or only_claims else examples_from_catalog(data, path)
-    all_patterns = [] if no_patterns or only_claims else patterns_from_catalog(data, repo_root(), where=str(path))
-    all_claims = [] if only_patterns or no_claims else _claim_checks()
+    all_examples = [] if only_patterns or only_claims or only_mutants else examples_from_catalog(data, path)
+    every_pattern = patterns_from_catalog(data, repo_root(), where=str(path))
+    every_claim = _claim_checks()
+    all_patterns = [] if no_patterns or only_claims else every_pattern
+    all_claims = [] if only_patterns or no_claims else every_claim
     ids = args.ids or []
+    if only_mutants:
+        return _mutant_selection(args, data, every_claim, every_pattern)
+    if any(is_mutant_id(i) for i in ids):
+        named = next(i for i in ids if is_mutant_id(i))
+        raise UserError(f"--id {named!r} names a mutant: run mutants with --only-mutants")
     claim_ids = [i for i in ids if is_claim_id(i)]
     example_ids = [i for i in ids if not is_pattern_id(i) and not is_claim_id(i)]
     pattern_ids = [i for i in ids if is_pattern_id(i)]
@@ -157,9 +179,42 @@ def _selected(args: argparse.Namespace) -> _Selection:
         for p in data.get("patterns") or []
         if isinstance(p, dict) and isinstance(p.get("name"), str)
     }
-    known |= {c.id for c in all_claims}
+    known |= _known_rows(every_claim, every_pattern)
     known |= {b.id for b in blocks_from_catalog(data)}
-    return _Selection(data.get("torch_version"), examples, patterns, claims, known, data, blocks)
+    run_mutants_too = getattr(args, "mutants", False) or (args.write_report and not getattr(args, "no_mutants", False))
+    return _Selection(data.get("torch_version"), examples, patterns, claims, known, data, blocks,
+                      mutants="with" if run_mutants_too else "none")
+
+
+def _known_rows(claims: list[ClaimCheck], patterns: list[PatternSpec]) -> set[str]:
+    """Claim and mutant ids that exist now (the report keeps their rows from earlier runs, drops the others)."""
+    targets = [MutantTarget(c.id, c.path, _no_run) for c in claims] + [
+        MutantTarget(p.id, p.path, _no_run) for p in patterns
+    ]
+    return {c.id for c in claims} | set(declared_ids(targets))
+
+
+def _no_run(path: Path) -> Result:
+    raise AssertionError("only read, never run")
+
+
+def _mutant_selection(args: argparse.Namespace, data: dict[str, Any], claims: list[ClaimCheck],
+                      patterns: list[PatternSpec]) -> _Selection:
+    """--only-mutants: every claim check and pattern is a target; -k / --id pick their mutants."""
+    known = {e["id"] for e in data["examples"] if isinstance(e, dict) and isinstance(e.get("id"), str)}
+    known |= {p.id for p in patterns} | _known_rows(claims, patterns) | {b.id for b in blocks_from_catalog(data)}
+    ids = args.ids or []
+    targets = [MutantTarget(c.id, c.path, _no_run) for c in claims] + [MutantTarget(p.id, p.path, _no_run)
+                                                                        for p in patterns]
+    try:
+        chosen = selector(targets, ids, args.pattern)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if not any(chosen(mid) for mid in declared_ids(targets)):
+        raise UserError(f"no mutant id matches (-k {args.pattern!r}, --id {ids}); ids look like "
+                        "mutant:claim:NAME:MUTANT or mutant:pattern:NAME:MUTANT")
+    return _Selection(data.get("torch_version"), [], patterns, claims, known, data, [], mutants="only",
+                      mutant_ids=list(ids))
 
 
 def _claim_checks() -> list[ClaimCheck]:
@@ -232,7 +287,7 @@ def print_details(results: list[Result]) -> None:
 def summary_line(results: list[Result], kind: str = "examples") -> str:
     """'verify: examples: 27 passed, 5 doc-bug, ...' — patterns have no doc-bug status, so it is left out."""
     tally = counts(results)
-    statuses = EXAMPLE_STATUSES if kind == "examples" else PATTERN_STATUSES
+    statuses = {"examples": EXAMPLE_STATUSES, "mutants": MUTANT_STATUSES}.get(kind, PATTERN_STATUSES)
     return f"verify: {kind}: " + ", ".join(f"{tally.get(s, 0)} {s}" for s in statuses) + f" ({len(results)} {kind})"
 
 
@@ -271,13 +326,21 @@ def cli_verify(args: argparse.Namespace) -> int:
     import torch  # the runner's one dependency; imported only once the input is known to be good
 
     torch_version = torch.__version__.split("+")[0]
-    patterns = [] if launched else chosen.patterns
-    claims = [] if launched else chosen.claims
+    targets = [] if launched else _mutant_targets(chosen, options)
+    only_mutants = chosen.mutants == "only"
+    patterns = [] if launched or only_mutants else chosen.patterns
+    claims = [] if launched or only_mutants else chosen.claims
+    try:
+        wanted = selector(targets, chosen.mutant_ids, args.pattern if only_mutants else None)
+    except ValueError as exc:  # checked in _selected already; kept for a file edited meanwhile
+        print(f"verify: error: {exc}", file=sys.stderr)
+        return 2
+    planned = sum(1 for mid in declared_ids(targets) if wanted(mid))
     page_context, page_plans = page_run.plan_all(chosen.data, chosen.page_blocks, options.backend)
     # Page code runs at the page's own world size in the spawned pool; under torchrun only its static checks run.
     page_specs = [] if launched else page_run.runnable_specs(page_plans)
     page_rows = page_run.static_rows(page_context, page_plans, options.backend)
-    progress = _progress_printer(len(chosen.examples) + len(page_specs) + len(patterns) + len(claims))
+    progress = _progress_printer(len(chosen.examples) + len(page_specs) + len(patterns) + len(claims) + planned)
     try:
         ran = _run_examples(chosen.examples, options, progress, page_specs)
     except ValueError as exc:
@@ -292,15 +355,27 @@ def cli_verify(args: argparse.Namespace) -> int:
         patterns, options.backend, pattern_timeout(options.timeout_s), progress=progress, max_ranks=options.max_ranks
     )
     claim_results = run_checks(claims, options.timeout_s, progress=progress, max_ranks=options.max_ranks)
-    _print_outcome(results, pattern_results, claim_results, chosen, options, torch_version, launched)
+    originals = {r["name"]: r for r in pattern_results + claim_results}
+    mutant_results = run_mutants(targets, originals, only=wanted, progress=progress) if targets else []
+    _print_outcome(results, pattern_results, claim_results, chosen, options, torch_version, launched, mutant_results)
     if page_rows:
         print_table(page_rows, label="page code")
         print_details(page_rows)
         print("\n".join(page_run.summary_lines(page_rows)))
-    everything = results + page_rows + pattern_results + claim_results
+    everything = results + page_rows + pattern_results + claim_results + mutant_results
     if not _write_reports(args, build_report(everything, torch_version), chosen, options):
         return 2
-    return 1 if any(r["status"] == "failed" for r in everything) else 0
+    return 1 if any(r["status"] in ("failed", "survived") for r in everything) else 0
+
+
+def _mutant_targets(chosen: _Selection, options: RunOptions) -> list[MutantTarget]:
+    """The selected claim checks and patterns whose mutants this run executes (none without --mutants)."""
+    if chosen.mutants == "none":
+        return []
+    return [claim_target(c, options.timeout_s, options.max_ranks) for c in chosen.claims] + [
+        pattern_target(s, options.backend, pattern_timeout(options.timeout_s), options.max_ranks)
+        for s in chosen.patterns
+    ]
 
 
 def _print_notes(chosen: _Selection, options: RunOptions, torch_version: str, launched: bool,
@@ -329,14 +404,17 @@ def _print_notes(chosen: _Selection, options: RunOptions, torch_version: str, la
 
 
 def _print_outcome(results: list[Result], pattern_results: list[Result], claim_results: list[Result],
-                   chosen: _Selection, options: RunOptions, torch_version: str, launched: bool) -> None:
+                   chosen: _Selection, options: RunOptions, torch_version: str, launched: bool,
+                   mutant_results: list[Result] = ()) -> None:  # type: ignore[assignment]
     """The tables, each failure's details, notes on the catalog and the run, and the summary lines."""
-    for rows, label in ((results, "example"), (pattern_results, "pattern"), (claim_results, "claim")):
+    sections = ((results, "example", "examples"), (pattern_results, "pattern", "patterns"),
+                (claim_results, "claim", "claims"), (list(mutant_results), "mutant", "mutants"))
+    for rows, label, _ in sections:
         if rows:
             print_table(rows, label=label)
     print_details(results + pattern_results + claim_results)
     _print_notes(chosen, options, torch_version, launched, bool(pattern_results), bool(claim_results))
-    for rows, kind in ((results, "examples"), (pattern_results, "patterns"), (claim_results, "claims")):
+    for rows, _, kind in sections:
         if rows:
             print(summary_line(rows, kind))
 

@@ -32,10 +32,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .catalog_patterns import PatternSpec, run_one
+from .claims import ClaimCheck, run_check
 from .patterns import NAME_RE, PatternHeaderError, header_entries
 
 MUTANT_PREFIX = "mutant:"
@@ -265,11 +267,54 @@ def run_mutants(
     return results
 
 
+def claim_target(check: ClaimCheck, timeout_s: float, max_ranks: int | None = None) -> MutantTarget:
+    """A claim check's mutants run like the check: gloo (nccl for a cuda check), its stated world size."""
+    return MutantTarget(check.id, check.path, lambda copy: run_check(replace(check, path=copy), timeout_s, max_ranks))
+
+
+def pattern_target(spec: PatternSpec, backend: str, timeout_s: float, max_ranks: int | None = None) -> MutantTarget:
+    """A pattern's mutants run like the pattern: its launcher, world size and this run's backend."""
+    return MutantTarget(
+        spec.id, spec.path, lambda copy: run_one(replace(spec, path=copy), backend, timeout_s, max_ranks)
+    )
+
+
+def declared_ids(targets: list[MutantTarget]) -> dict[str, str]:
+    """mutant id -> the row it mutates, for every readable mutant of these targets (unreadable ones: none)."""
+    ids: dict[str, str] = {}
+    for target in targets:
+        try:
+            mutants = read_mutants(target.path)
+        except (PatternHeaderError, OSError):
+            continue
+        ids.update({mutant_id(target.row_name, m): target.row_name for m in mutants})
+    return ids
+
+
+def selector(targets: list[MutantTarget], ids: list[str], pattern: str | None) -> Callable[[str], bool]:
+    """Which mutant ids a run selects: exact mutant ids, or every mutant of a named claim/pattern row (--id),
+    then a case-insensitive substring of the mutant id (-k). Raises ValueError for an unknown mutant id."""
+    declared = declared_ids(targets)
+    wanted = {i for i in ids if is_mutant_id(i)}
+    unknown = sorted(wanted - set(declared))
+    if unknown:
+        sample = ", ".join(sorted(declared)[:5]) or "none"
+        raise ValueError(f"no mutant with id {unknown[0]!r} (ids look like: {sample}, ...)")
+    rows = {i for i in ids if not is_mutant_id(i)}
+
+    def chosen(mid: str) -> bool:
+        if (wanted or rows) and not (mid in wanted or declared.get(mid) in rows):
+            return False
+        return not pattern or pattern.lower() in mid.lower()
+
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m fsdp_skill.verify.mutants FILE [--name M]`: run a check's or pattern's mutants, one line each."""
     import argparse
 
-    from .claims import read_check, run_check
+    from .claims import read_check
     from .patterns import read_header, run_pattern
 
     parser = argparse.ArgumentParser(prog="python -m fsdp_skill.verify.mutants", description=main.__doc__)
@@ -284,7 +329,6 @@ def main(argv: list[str] | None = None) -> int:
             row_name = check.id
 
             def run(copy: Path) -> Result:
-                from dataclasses import replace
                 return run_check(replace(check, path=copy), args.timeout)
         else:
             header = read_header(path)

@@ -24,10 +24,11 @@ from typing import Any
 
 from fsdp_skill.core.atomic import write_atomic  # stdlib only, shared with the catalog
 from fsdp_skill.core.quoting import table_cell  # stdlib only
-from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, PATTERN_STATUSES  # stdlib only
+from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, MUTANT_STATUSES, PATTERN_STATUSES  # stdlib only
 
 from .catalog_patterns import PATTERN_PREFIX
 from .claims import CLAIM_PREFIX
+from .mutants import MUTANT_PREFIX
 from .page_report import is_page_row, page_section
 
 
@@ -142,17 +143,43 @@ def _claims_section(claims: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _mutants_section(mutants: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "",
+        "## Mutants",
+        "",
+        (
+            "A check proves its claim only if it would fail were the claim false. Each claim check and pattern "
+            "declares mutants in its header: small edits that make its claim false (`mutant: NAME: `OLD` -> `NEW``). "
+            "Each was applied to a scratch copy and run exactly as the original runs. **killed**: the run failed, so "
+            "the check notices; **survived**: it passed, so the check does not test its claim (a defect of the "
+            "check); **skipped**: the original cannot run here (the reason says why); **failed**: the mutant could "
+            "not be applied or broke the script instead of the claim."
+        ),
+        "",
+        "Summary: " + _tally_line(mutants, MUTANT_STATUSES) + ".",
+        "",
+        "| mutant | backend | world size | status | reason |",
+        "|---|---|---|---|---|",
+    ]
+    for r in mutants:
+        lines.append(_launched_line(r["name"][len(MUTANT_PREFIX):], r))
+    return lines
+
+
 def render_markdown(report: dict[str, Any]) -> str:
     claims = [r for r in report["results"] if str(r["name"]).startswith(CLAIM_PREFIX)]
+    mutants = [r for r in report["results"] if str(r["name"]).startswith(MUTANT_PREFIX)]
     pages = [r for r in report["results"] if is_page_row(r)]
     results = [r for r in report["results"]
-               if not str(r["name"]).startswith((PATTERN_PREFIX, CLAIM_PREFIX)) and not is_page_row(r)]
+               if not str(r["name"]).startswith((PATTERN_PREFIX, CLAIM_PREFIX, MUTANT_PREFIX)) and not is_page_row(r)]
     patterns = [r for r in report["results"] if str(r["name"]).startswith(PATTERN_PREFIX)]
     backends = sorted({r["backend"] for r in report["results"]})
     lines = [
         "# Verification of the documented examples"
         + (" and patterns" if patterns else "")
-        + (" and claims" if claims else ""),
+        + (" and claims" if claims else "")
+        + (", with their mutants" if mutants else ""),
         "",
         f"torch {report['torch_version']} · run on {report['date']} · backends: {', '.join(backends) or 'none'}",
         "",
@@ -185,6 +212,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         lines += _patterns_section(patterns)
     if claims:
         lines += _claims_section(claims)
+    if mutants:
+        lines += _mutants_section(mutants)
     return "\n".join(lines) + "\n"
 
 
