@@ -341,8 +341,8 @@ def check_pattern_files(root: Path, report: Report) -> tuple[dict[str, PatternHe
             )
             continue
         headers[header.name] = header
-        for line, message in mutant_problems(path):  # a pattern that could not fail shows nothing
-            report.add(file, line, message)
+        for at, problem in mutant_problems(path):  # a pattern that could not fail shows nothing
+            report.add(file, at, problem)
         if header.kind == "shell" and bash:
             check = subprocess.run([bash, "-n", str(path)], capture_output=True, text=True, timeout=30)
             if check.returncode != 0:
