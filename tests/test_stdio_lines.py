@@ -96,7 +96,11 @@ def test_an_oversized_line_is_refused_for_its_id_with_only_its_head_and_tail_kep
               .encode() + b"\n", request(12).encode() + b"\n"]
     data = b"".join(chunks)
     reads = iter([data[i:i + 65536] for i in range(0, len(data), 65536)] + [b""])
-    reader = LineReader(lambda size: next(reads))
+
+    async def read(size: int) -> bytes:
+        return next(reads)
+
+    reader = LineReader(read)
 
     async def main() -> tuple[Any, Any, Any]:
         return await reader.next_line(), await reader.next_line(), await reader.next_line()

@@ -135,6 +135,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--timeout", type=float, default=60.0)
     v.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")
     v.set_defaults(handler="fsdp_skill.cli.bench_verify:cli_bench_verify")
+    lim = bsub.add_parser("limits", help="the server's input limits: 1 MB get_api refusal, HTTP session release")
+    lim.add_argument("--sessions", type=int, default=2000, help="HTTP sessions to open and abandon (default 2000)")
+    lim.add_argument("--idle", type=float, default=3.0, help="the server's session idle timeout, seconds (default 3)")
+    lim.add_argument("--skip-sessions", action="store_true", help="only the get_api latency")
+    lim.set_defaults(handler="fsdp_skill.cli.bench_limits:cli_bench_limits")
 
 
 class _VersionAction(argparse.Action):

@@ -18,23 +18,27 @@ input with no lines, so it ends at once and never touches fd 0.
 from __future__ import annotations
 
 import os
+import queue
 import sys
+import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from types import TracebackType
 from typing import Any
 
 import anyio
-import anyio.to_thread
+import anyio.from_thread
+import anyio.lowlevel
+from anyio.lowlevel import EventLoopToken
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
+from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
 from typing_extensions import Self
 
 from fsdp_skill.serve.jsonrpc_lines import KEEP_HEAD, KEEP_TAIL, MAX_LINE_BYTES, Outcome, oversized_line, read_line
 
-__all__ = ["AnsweredRequests", "LineReadStream", "LineReader", "stdio_transport"]
+__all__ = ["AnsweredRequests", "DaemonReads", "LineReadStream", "LineReader", "stdio_transport"]
 
 CHUNK_BYTES = 64 * 1024
 # At the end of input, how long requests already read may still finish and be answered before the session
@@ -43,11 +47,44 @@ CHUNK_BYTES = 64 * 1024
 DRAIN_S = 10.0
 
 
+class DaemonReads:
+    """Blocking reads (of stdin) done in a daemon thread of our own. anyio's worker threads are not daemons:
+    one blocked on an idle stdin kept the process from exiting on Ctrl-C or SIGTERM until another line came."""
+
+    def __init__(self, read_chunk: Callable[[int], bytes]) -> None:
+        self._read_chunk = read_chunk
+        self._requests: queue.SimpleQueue[tuple[int, anyio.Event, list[bytes | BaseException]]] = queue.SimpleQueue()
+        self._token: EventLoopToken | None = None
+
+    async def read(self, size: int) -> bytes:
+        if self._token is None:
+            self._token = anyio.lowlevel.current_token()
+            threading.Thread(target=self._serve, name="fsdp-skill stdin", daemon=True).start()
+        done, box = anyio.Event(), list[bytes | BaseException]()
+        self._requests.put((size, done, box))
+        await done.wait()  # a cancelled wait (shutdown) leaves the thread blocked: it is a daemon
+        if isinstance(box[0], BaseException):
+            raise box[0]
+        return box[0]
+
+    def _serve(self) -> None:
+        while True:
+            size, done, box = self._requests.get()
+            try:
+                box.append(self._read_chunk(size))
+            except BaseException as exc:  # noqa: BLE001 - handed to the reading task, which raises it
+                box.append(exc)
+            try:
+                anyio.from_thread.run_sync(done.set, token=self._token)
+            except RuntimeError:  # the event loop has ended
+                return
+
+
 class LineReader:
     """Lines of a byte source, split on LF only, none held beyond MAX_LINE_BYTES: an over-long line comes
     back as `(head, tail, size)` with only its first and last bytes kept."""
 
-    def __init__(self, read_chunk: Callable[[int], bytes], limit: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, read_chunk: Callable[[int], Awaitable[bytes]], limit: int = MAX_LINE_BYTES) -> None:
         self._read_chunk = read_chunk
         self._limit = limit
         self._buffer = bytearray()
@@ -80,7 +117,7 @@ class LineReader:
                 size += len(self._buffer)
                 self._buffer.clear()
                 self._scanned = 0
-            chunk = await anyio.to_thread.run_sync(self._read_chunk, CHUNK_BYTES, abandon_on_cancel=True)
+            chunk = await self._read_chunk(CHUNK_BYTES)
             if not chunk:
                 self._eof = True
             self._buffer.extend(chunk)
@@ -97,6 +134,13 @@ class AnsweredRequests:
     def expect(self, request_id: int | str) -> None:
         self.unanswered.add(request_id)
 
+    def forget(self, request_id: object) -> None:
+        """A request the client cancelled: the session sends no reply for it."""
+        if isinstance(request_id, int | str):
+            self.unanswered.discard(request_id)
+            if not self.unanswered:
+                self._all_answered.set()
+
     async def send(self, item: SessionMessage) -> None:
         await self._inner.send(item)
         if isinstance(item.message, JSONRPCResponse | JSONRPCError) and item.message.id is not None:
@@ -106,8 +150,8 @@ class AnsweredRequests:
 
     async def all_answered(self) -> None:
         while self.unanswered:
-            self._all_answered = anyio.Event()
-            await self._all_answered.wait()
+            event = self._all_answered = anyio.Event()
+            await event.wait()
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -140,6 +184,8 @@ class LineReadStream:
                     continue
                 if isinstance(outcome, JSONRPCRequest):
                     self._write_stream.expect(outcome.id)
+                elif isinstance(outcome, JSONRPCNotification) and outcome.method == "notifications/cancelled":
+                    self._write_stream.forget((outcome.params or {}).get("requestId"))
                 return SessionMessage(outcome)
             line = await self._lines.next_line()
             if line is None:
@@ -183,9 +229,10 @@ class _NoLines:
 async def stdio_transport() -> AsyncIterator[tuple[LineReadStream, AnsweredRequests]]:
     """(read stream, write stream) over this process's stdin and stdout, for `Server.run`."""
     with _claimed_stdin() as read_chunk:
-        async with stdio_server(stdin=_NoLines()) as (_, sdk_write_stream):  # type: ignore[arg-type]
+        async with stdio_server(stdin=_NoLines()) as (sdk_read_stream, sdk_write_stream):  # type: ignore[arg-type]
+            await sdk_read_stream.aclose()  # the SDK's reader got no lines; ours reads stdin
             write_stream = AnsweredRequests(sdk_write_stream)
-            yield LineReadStream(LineReader(read_chunk), write_stream), write_stream
+            yield LineReadStream(LineReader(DaemonReads(read_chunk).read), write_stream), write_stream
 
 
 @contextmanager
