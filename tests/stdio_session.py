@@ -22,6 +22,16 @@ INITIALIZE = {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
+def stop(proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL if the process has not gone within the timeout; always reaped."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=timeout_s)
+
+
 class StdioSession:
     def __init__(self, root: Path, *args: str, initialize: bool = True, command: list[str] | None = None,
                  env: dict[str, str] | None = None) -> None:
@@ -72,8 +82,7 @@ class StdioSession:
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
+            stop(self.proc)
         self._reader.join(timeout=10)
         stderr = self.proc.stderr.read().decode(errors="replace")
         self.proc.stderr.close()

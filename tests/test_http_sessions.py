@@ -17,6 +17,7 @@ from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.limits import DEFAULT_SESSION_IDLE_S
 from fsdp_skill.serve.http import IDLE_TIMEOUT_ENV, idle_timeout_s
 from search_fixture import make_tree
+from stdio_session import stop
 
 FSDP_SKILL = str(Path(sys.executable).with_name("fsdp-skill"))
 SESSIONS = 2000
@@ -48,12 +49,7 @@ def server(tree: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     try:
         yield proc, url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
+        stop(proc)
         if proc.stderr:
             proc.stderr.close()
 

@@ -195,20 +195,25 @@ SERVER_WITH_STAND_IN = (
 )
 
 
-def test_kill_9_of_the_server_during_a_run_leaves_no_process_and_no_scratch_folder(
-    tree: Path, stand_in: Path, tmp_path: Path
-) -> None:
+def start_a_run(tree: Path, stand_in: Path, tmp_path: Path, world_size: int) -> tuple[StdioSession, Path, set[int]]:
+    """A real server over stdio, its TMPDIR in tmp_path, with one verify_example run going: (session, the
+    scratch folders' parent, every process below the server)."""
     scratch_parent = tmp_path / "tmp"
     scratch_parent.mkdir()
     session = StdioSession(tree, command=[sys.executable, "-c", SERVER_WITH_STAND_IN],
                            env={"TMPDIR": str(scratch_parent)})
+    session.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "verify_example", "arguments": {"name": "torch.distributed.all_reduce#1", "world_size": world_size}}}))
+    wait_until(lambda: list(stand_in.glob("*.running")), "the run started")
+    return session, scratch_parent, descendants(session.proc.pid)
+
+
+def test_kill_9_of_the_server_during_a_run_leaves_no_process_and_no_scratch_folder(
+    tree: Path, stand_in: Path, tmp_path: Path
+) -> None:
+    session, scratch_parent, below = start_a_run(tree, stand_in, tmp_path, world_size=3)
     try:
-        session.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-            "name": "verify_example", "arguments": {"name": "torch.distributed.all_reduce#1", "world_size": 3}}}))
-        wait_until(lambda: list(stand_in.glob("*.running")), "the run started")
-        below = descendants(session.proc.pid)
-        # The guard, the runner, its 3 ranks and its helper.
-        assert len(below) == 6, below
+        assert len(below) == 6, below  # the guard, the runner, its 3 ranks and its helper
         workdir = Path(next(stand_in.glob("*.running")).read_text())
         assert workdir.is_relative_to(scratch_parent), workdir  # the runner's TMPDIR is the run's scratch folder
         os.kill(session.proc.pid, signal.SIGKILL)
@@ -216,23 +221,18 @@ def test_kill_9_of_the_server_during_a_run_leaves_no_process_and_no_scratch_fold
         wait_until(lambda: not any(alive(pid) for pid in below), "every process of the run is gone", timeout_s=30)
         wait_until(lambda: not any(scratch_parent.iterdir()), "the scratch folder is removed", timeout_s=30)
     finally:
-        for pid in descendants(session.proc.pid) if session.proc.poll() is None else set():
-            os.kill(pid, signal.SIGKILL)
+        for pid in below:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
         session.close()
 
 
 def test_a_server_shutting_down_stops_its_runs_and_removes_their_scratch_folders(
     tree: Path, stand_in: Path, tmp_path: Path
 ) -> None:
-    scratch_parent = tmp_path / "tmp"
-    scratch_parent.mkdir()
-    session = StdioSession(tree, command=[sys.executable, "-c", SERVER_WITH_STAND_IN],
-                           env={"TMPDIR": str(scratch_parent)})
-    session.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "verify_example", "arguments": {"name": "torch.distributed.all_reduce#1"}}}))
-    wait_until(lambda: list(stand_in.glob("*.running")), "the run started")
-    below = descendants(session.proc.pid)
+    session, scratch_parent, below = start_a_run(tree, stand_in, tmp_path, world_size=2)
     session.proc.send_signal(signal.SIGTERM)  # what a client does when closing stdin was not enough
+    assert session.proc.wait(timeout=30) == 143
     session.close()
     wait_until(lambda: not any(alive(pid) for pid in below), "every process of the run is gone", timeout_s=30)
     wait_until(lambda: not any(scratch_parent.iterdir()), "the scratch folder is removed", timeout_s=30)
