@@ -83,9 +83,16 @@ def test_a_line_that_is_not_json_rpc_gets_an_error_for_its_id_or_id_null() -> No
     assert errors(read_line(request(6, params={"s": "@"}).encode().replace(b"@", b"\xff")))[0][:2] == (6, -32700)
 
 
+def test_a_lone_surrogate_in_a_string_or_a_key_is_an_invalid_params_error_saying_where() -> None:
+    [(request_id, code, message)] = errors(read_line(get_api_line(2, "\ud800").encode()))
+    assert (request_id, code) == (2, -32602) and message.startswith("params.arguments.symbol holds a lone UTF-16")
+    line = request("k", "tools/call", {"name": "get_api", "arguments": {"s\udfff": "x"}}).encode()
+    assert "the key params.arguments.s\\udfff" in errors(read_line(line))[0][2]
+
+
 def test_a_broken_response_is_never_answered_with_its_id() -> None:
     # The client's response to a request of ours: an error carrying id 5 would answer the client's request 5.
-    assert errors(read_line(b'{"jsonrpc": "2.0", "id": 5, "result": 1}')) [0][0] is None
+    assert errors(read_line(b'{"jsonrpc": "2.0", "id": 5, "result": 1}'))[0][0] is None
     assert sniff_id('{"jsonrpc": "2.0", "id": 5, "result": {"x": [') is None
     assert sniff_id('{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {') == 5
     assert sniff_id('{"method": "tools/call", "params": {"a": "}"}, "jsonrpc": "2.0", "id": "k"}') == "k"
