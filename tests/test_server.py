@@ -333,7 +333,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("search_docs", {"query": "fsdp", "limit": 0}, "between 1 and 50"),
     ("search_docs", {"query": "fsdp", "limit": -3}, "between 1 and 50"),
     ("search_docs", {"query": "fsdp", "limit": 10_000}, "between 1 and 50"),
-    ("search_docs", {"query": "fsdp", "kind": "tutorial"}, "'section', 'api', 'example' or 'pattern'"),
+    ("search_docs", {"query": "fsdp", "kind": "tutorial"}, "kind must be one of 'section', 'api', 'example'"),
     ("search_docs", {"query": '"*():'}, "no searchable words"),
     ("get_api", {"symbol": "all_reduse"}, "Closest names: torch.distributed.all_reduce"),
     ("get_api", {"symbol": ""}, "symbol is empty"),
