@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 
 from fsdp_skill.search.snippets import open_fence_at
-from fsdp_skill.serve import verification
+from fsdp_skill.serve import runs
 from fsdp_skill.serve.server import build_server
 from search_fixture import DEBUGGING_MD, make_tree
 
@@ -333,7 +333,7 @@ BAD_CALLS: list[tuple[str, dict[str, Any], str]] = [
     ("search_docs", {"query": "fsdp", "limit": 0}, "between 1 and 50"),
     ("search_docs", {"query": "fsdp", "limit": -3}, "between 1 and 50"),
     ("search_docs", {"query": "fsdp", "limit": 10_000}, "between 1 and 50"),
-    ("search_docs", {"query": "fsdp", "kind": "tutorial"}, "'section', 'api', 'example' or 'pattern'"),
+    ("search_docs", {"query": "fsdp", "kind": "tutorial"}, "kind must be one of 'section', 'api', 'example'"),
     ("search_docs", {"query": '"*():'}, "no searchable words"),
     ("get_api", {"symbol": "all_reduse"}, "Closest names: torch.distributed.all_reduce"),
     ("get_api", {"symbol": ""}, "symbol is empty"),
@@ -411,8 +411,8 @@ def test_verify_example_runs_only_catalog_examples_in_a_bounded_subprocess(
 ) -> None:
     (tmp_path / "stand_in_runner.py").write_text(STAND_IN_RUNNER)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    monkeypatch.setattr(verification, "RUNNER_MODULE", "stand_in_runner")
-    monkeypatch.setattr(verification, "STARTUP_GRACE_S", 0.0)
+    monkeypatch.setattr(runs, "RUNNER_MODULE", "stand_in_runner")
+    monkeypatch.setattr(runs, "STARTUP_GRACE_S", 0.0)
 
     async def body(client: Client) -> None:
         result = await call(client, "verify_example", name="torch.distributed.all_reduce#1")

@@ -97,7 +97,7 @@ def test_every_mcp_tool_the_server_registers_is_explained() -> None:
     tools = {
         node.name
         for node in ast.walk(tree)
-        if isinstance(node, ast.FunctionDef)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         and any("tool" in ast.unparse(d) for d in node.decorator_list)
     }
     assert {"search_docs", "get_api", "get_pattern", "verify_example"} <= tools

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from fsdp_skill.core.errors import FsdpSkillError, UserError
+from fsdp_skill.core.limits import DEFAULT_MAX_RANKS, DEFAULT_MAX_RUNS, DEFAULT_SESSION_IDLE_S
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
@@ -82,6 +83,13 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="HTTP bind address (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="HTTP port (default 8000; 0 picks a free port and prints it)")
     p.add_argument("--allow-run", action="store_true", help="register verify_example (runs catalog examples only)")
+    p.add_argument("--max-runs", type=int, default=DEFAULT_MAX_RUNS, metavar="N",
+                   help=f"verify_example runs at once (default {DEFAULT_MAX_RUNS}); a call over that is refused")
+    p.add_argument("--max-ranks", type=int, default=DEFAULT_MAX_RANKS, metavar="N",
+                   help=f"rank processes of all verify_example runs together (default {DEFAULT_MAX_RANKS})")
+    p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
+                   help=f"close HTTP sessions idle this long (default {DEFAULT_SESSION_IDLE_S:g}, "
+                   "or $FSDP_SKILL_SESSION_IDLE_TIMEOUT)")
     p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
 
 
@@ -127,6 +135,11 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     v.add_argument("--timeout", type=float, default=60.0)
     v.add_argument("--catalog", metavar="PATH", help="catalog.json to read (default: references/catalog.json)")
     v.set_defaults(handler="fsdp_skill.cli.bench_verify:cli_bench_verify")
+    lim = bsub.add_parser("limits", help="the server's input limits: 1 MB get_api refusal, HTTP session release")
+    lim.add_argument("--sessions", type=int, default=2000, help="HTTP sessions to open and abandon (default 2000)")
+    lim.add_argument("--idle", type=float, default=3.0, help="the server's session idle timeout, seconds (default 3)")
+    lim.add_argument("--skip-sessions", action="store_true", help="only the get_api latency")
+    lim.set_defaults(handler="fsdp_skill.cli.bench_limits:cli_bench_limits")
 
 
 class _VersionAction(argparse.Action):

@@ -1,6 +1,7 @@
 """core: what every stage shares — errors (one root class), paths, atomic writes and scratch names, quoting
-of user input in messages, the catalog models, the shared vocabulary (document kinds, example statuses), the
-installed torch's version, and plain CommonMark (`core.markdown`: the one parser configuration and fence
+of user input in messages, the server's limits (`core.limits`: name length, verify runs, session idle
+time), the catalog models, the shared vocabulary (document kinds, example statuses), the installed
+torch's version, and plain CommonMark (`core.markdown`: the one parser configuration and fence
 sizing, which `search` needs too).
 
 Imports: the stdlib, pydantic and markdown-it-py (loaded only when a parser is asked for); no other
@@ -10,4 +11,6 @@ pulling in pydantic.
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["atomic", "catalog", "errors", "markdown", "paths", "quoting", "scratch", "torch_version", "vocabulary"]
+__all__ = [
+    "atomic", "catalog", "errors", "limits", "markdown", "paths", "quoting", "scratch", "torch_version", "vocabulary",
+]

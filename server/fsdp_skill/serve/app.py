@@ -1,12 +1,14 @@
 """The SDK's MCPServer with every failure turned into an error a model can read and act on.
 
 Out of the box an unknown prompt, or a prompt argument it does not take, reaches the client as
-"Internal server error" (with a traceback on the server's stderr), and an unknown tool or resource
-echoes the caller's name back whole, however long. Here each one is an INVALID_PARAMS error (or a
-tool error) that quotes at most ~200 characters of the input and lists what would have worked.
-Over stdio, a request line the SDK's parser rejects gets a JSON-RPC error instead of silence
-(stdio.AnsweringReadStream). Tool results also carry their structured content as compact JSON text:
-the pretty-printed copy the SDK sends by default roughly doubles what a client has to read.
+"Internal server error" (with a traceback on the server's stderr), an unknown tool or resource
+echoes the caller's name back whole, however long, and an argument of the wrong type comes back as
+pydantic's raw text. Here each one is an INVALID_PARAMS error (or a tool error) that quotes at most
+~200 characters of the input and says what would have worked (arguments.argument_errors).
+Over stdio, every line is answered: our own line reader (stdio.stdio_transport) turns each one into
+messages for the session or a JSON-RPC error, where the SDK's reader dropped what it could not parse.
+Tool results also carry their structured content as compact JSON text: the pretty-printed copy the
+SDK sends by default roughly doubles what a client has to read.
 """
 
 from __future__ import annotations
@@ -16,23 +18,23 @@ from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
+from pydantic import ValidationError
 
 from fsdp_skill.core.quoting import quote
-from fsdp_skill.serve.stdio import AnsweringReadStream
+from fsdp_skill.serve.arguments import argument_errors
+from fsdp_skill.serve.stdio import stdio_transport
 
 
 class DocsServer(MCPServer):
     """MCPServer whose tool, resource and prompt errors are short, specific and never an internal error."""
 
     async def run_stdio_async(self) -> None:
-        """The SDK's stdio transport, with every request answered, even one whose line it cannot parse."""
-        async with stdio_server() as (read_stream, write_stream):
+        """The stdio transport, with every line answered: a reply for its id, or a JSON-RPC error."""
+        async with stdio_transport() as (read_stream, write_stream):
             server = self._lowlevel_server
-            await server.run(AnsweringReadStream(read_stream, write_stream), write_stream,
-                             server.create_initialization_options())
+            await server.run(read_stream, write_stream, server.create_initialization_options())
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         tools = {tool.name: tool for tool in await self.list_tools()}
@@ -44,7 +46,14 @@ class DocsServer(MCPServer):
             if key not in takes:
                 listing = ", ".join(takes) if takes else "no arguments"
                 raise ToolError(f"unknown argument {quote(key)} for {name}; it takes: {listing}")
-        return compact_text(await super().call_tool(name, arguments, context))
+        try:
+            result = await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):  # the arguments failed the input schema
+                schema = tools[name].input_schema or {}
+                raise ToolError(argument_errors(name, arguments or {}, exc.__cause__, schema)) from None
+            raise
+        return compact_text(result)
 
     async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
         try:

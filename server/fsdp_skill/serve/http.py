@@ -1,5 +1,5 @@
-"""Streamable HTTP: a socket we bind ourselves (so `--port 0` picks a free port and says which), and
-a log without tracebacks for clients that simply went away.
+"""Streamable HTTP: a socket we bind ourselves (so `--port 0` picks a free port and says which), a log
+without tracebacks for clients that simply went away, and an idle timeout for sessions.
 
 uvicorn binds inside the SDK's `run("streamable-http")`, after the point where we could still say
 which port it got; binding first and handing uvicorn the socket also removes the window in which
@@ -9,12 +9,18 @@ another process could take a port we had checked was free.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import socket
 
 import anyio
 from mcp.server.mcpserver import MCPServer
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.limits import DEFAULT_SESSION_IDLE_S
+
+# Where the session idle timeout comes from when --session-idle-timeout is not given (core.limits says why).
+IDLE_TIMEOUT_ENV = "FSDP_SKILL_SESSION_IDLE_TIMEOUT"
 
 # Who logs a request whose client hung up: the SDK's transport (logger.exception) and uvicorn.
 DISCONNECT_LOGGERS = ("mcp.server.streamable_http", "mcp.server.streamable_http_manager", "uvicorn.error")
@@ -30,6 +36,25 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as exc:
         raise UserError(f"cannot listen on {host}:{port} ({exc.strerror}): pick another --port (0 picks a free one)") \
             from None
+
+
+def idle_timeout_s(flag: float | None) -> float:
+    """The session idle timeout: the flag, else the environment variable, else the default; UserError
+    for a value that is not a positive number of seconds."""
+    if flag is not None:
+        value, source = flag, "--session-idle-timeout"
+    elif os.environ.get(IDLE_TIMEOUT_ENV, "").strip():
+        source = f"${IDLE_TIMEOUT_ENV}"
+        try:
+            value = float(os.environ[IDLE_TIMEOUT_ENV])
+        except ValueError:
+            raise UserError(f"{source} must be a number of seconds, got {os.environ[IDLE_TIMEOUT_ENV][:80]!r}") \
+                from None
+    else:
+        return DEFAULT_SESSION_IDLE_S
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"{source} must be a positive number of seconds (e.g. 600), got {value:g}")
+    return value
 
 
 class DropClientDisconnects(logging.Filter):
@@ -51,13 +76,14 @@ def is_disconnect(error: BaseException) -> bool:
     return isinstance(error, disconnects) or (error.__cause__ is not None and is_disconnect(error.__cause__))
 
 
-def serve_http(server: MCPServer, sock: socket.socket, host: str) -> None:
-    """Serve `server` over streamable HTTP on an already listening socket until interrupted."""
+def serve_http(server: MCPServer, sock: socket.socket, host: str, idle_s: float = DEFAULT_SESSION_IDLE_S) -> None:
+    """Serve `server` over streamable HTTP on an already listening socket until interrupted; sessions idle
+    for `idle_s` seconds are closed."""
     import uvicorn
 
     quiet = DropClientDisconnects()
     for name in DISCONNECT_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
-    app = server.streamable_http_app(host=host)
+    app = server.streamable_http_app(host=host, session_idle_timeout=idle_s)
     config = uvicorn.Config(app, log_level=server.settings.log_level.lower())
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))

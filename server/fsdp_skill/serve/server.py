@@ -8,11 +8,14 @@ imports) imports torch, so the server starts in the time the MCP SDK itself need
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal, TypeVar
 
+import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
@@ -24,7 +27,7 @@ from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
-from fsdp_skill.serve.http import listen, serve_http
+from fsdp_skill.serve.http import idle_timeout_s, listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
     ApiEntryResult,
@@ -38,6 +41,7 @@ from fsdp_skill.serve.results import (
     SearchResponse,
     VerifyResult,
 )
+from fsdp_skill.serve.runs import RunHandle, RunSlots, stop_all_runs
 from fsdp_skill.serve.tools import EXAMPLE_PAGE, MAX_EXAMPLE_PAGE, MAX_LIMIT, Toolbox
 
 __all__ = ["build_server", "cli_serve"]
@@ -64,9 +68,10 @@ def _answer(call: Callable[[], T]) -> T:
         raise ToolError(str(exc)) from None
 
 
-def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None) -> MCPServer:
+def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None,
+                 runs: RunSlots | None = None) -> MCPServer:
     root = (root or repo_root()).resolve()
-    box = Toolbox(index or open_index(root), root)
+    box = Toolbox(index or open_index(root), root, runs)
     server = DocsServer(
         "pytorch-fsdp",
         title="PyTorch FSDP docs",
@@ -200,11 +205,18 @@ def _add_example_tools(server: MCPServer, box: Toolbox) -> None:
         return _answer(lambda: box.get_pattern(name))
 
 
+VERIFY_DESCRIPTION = """\
+Run one documented example across ranks on this machine's torch and report passed / failed / \
+skipped / doc-bug with each rank's output. Only catalog examples can run, never other code. This \
+server runs {limits}: a call over that is refused at once, saying so; call again when a run has finished."""
+
+
 def _add_verify_tool(server: MCPServer, box: Toolbox) -> None:
     """The one tool that runs code (only with --allow-run): a catalog example, never other code."""
 
-    @server.tool(annotations=RUNS_CODE, structured_output=True)
-    def verify_example(
+    @server.tool(annotations=RUNS_CODE, structured_output=True,
+                 description=VERIFY_DESCRIPTION.format(limits=box.runs.describe()))
+    async def verify_example(
         name: Annotated[str, Field(description="Example id from the catalog, e.g. 'torch.distributed.all_reduce#1'.")],
         backend: Annotated[
             Literal["gloo", "nccl"], Field(description="gloo runs on CPU; nccl needs one GPU per rank.")
@@ -212,9 +224,17 @@ def _add_verify_tool(server: MCPServer, box: Toolbox) -> None:
         world_size: Annotated[int | None, Field(description="Ranks to start (default: the example's own).")] = None,
         timeout: Annotated[float, Field(description="Seconds the example may run, 1 to 600.")] = 120.0,
     ) -> VerifyResult:
-        """Run one documented example across ranks on this machine's torch and report passed / failed /
-        skipped / doc-bug with each rank's output. Only catalog examples can run, never other code."""
-        return _answer(lambda: box.verify_example(name, backend, world_size, timeout))
+        # In a worker thread that a cancelled call abandons, stopping its run: the session does not wait
+        # for a run nobody will read (a client that hung up, a server shutting down).
+        handle = RunHandle()
+        try:
+            return await anyio.to_thread.run_sync(
+                lambda: _answer(lambda: box.verify_example(name, backend, world_size, timeout, handle)),
+                abandon_on_cancel=True,
+            )
+        except anyio.get_cancelled_exc_class():
+            handle.cancel()
+            raise
 
 
 def _add_resources(server: MCPServer, root: Path) -> None:
@@ -289,9 +309,25 @@ def cli_serve(args: argparse.Namespace) -> int:
     # The semantic model is not loaded here: it loads on the first search that needs it (a name lookup
     # never does), so a server starts as fast as in lexical mode; a background load measured slower
     # (it competes with the start for the interpreter).
-    server = build_server(allow_run=args.allow_run)
+    runs = RunSlots(args.max_runs, args.max_ranks)
+    server = build_server(allow_run=args.allow_run, runs=runs)
     server_mode = mode_of(server)
+    # SIGTERM (how clients and supervisors stop a server) exits through the `finally` below, not around it.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    try:
+        _serve(server, server_mode, args)
+    finally:
+        stop_all_runs()  # a verify_example still running must not outlive the server (nor its scratch folder)
+    return 0
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> None:
     if args.http:
+        idle_s = idle_timeout_s(args.session_idle_timeout)
         sock = listen(args.host, args.port)
         if args.host not in ("127.0.0.1", "localhost", "::1"):
             print(
@@ -302,7 +338,9 @@ def cli_serve(args: argparse.Namespace) -> int:
         shown = f"[{args.host}]" if ":" in args.host else args.host
         print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
         print(f"fsdp-skill serve: search mode {server_mode}", file=sys.stderr, flush=True)
-        serve_http(server, sock, args.host)
+        print(f"fsdp-skill serve: HTTP sessions idle for {idle_s:g} s are closed (--session-idle-timeout)",
+              file=sys.stderr, flush=True)
+        serve_http(server, sock, args.host, idle_s)
     else:
         if sys.stdin.isatty():
             # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.
@@ -313,4 +351,3 @@ def cli_serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
         server.run()
-    return 0

@@ -10,6 +10,7 @@ import difflib
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.limits import capped_name
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
@@ -38,7 +39,8 @@ from fsdp_skill.serve.results import (
     VerificationStatus,
     VerifyResult,
 )
-from fsdp_skill.serve.verification import VerificationReport, run_verification, summarize
+from fsdp_skill.serve.runs import RunHandle, RunSlots, run_verification
+from fsdp_skill.serve.verification import VerificationReport, summarize
 
 __all__ = ["ToolInputError", "Toolbox"]
 
@@ -68,7 +70,13 @@ CLOSE_NAME_CUTOFF = 0.75
 
 
 def _similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a, b).ratio()
+    """difflib's ratio of a and b when it can reach CLOSE_NAME_CUTOFF, else 0.0. The two cheap upper bounds
+    (linear in the lengths) rule most names out first: `ratio()` itself grows with the product of the
+    lengths, and an unknown 60-character dotted name cost ~0.2 s against every qualified name."""
+    matcher = difflib.SequenceMatcher(None, a, b)
+    if matcher.real_quick_ratio() < CLOSE_NAME_CUTOFF or matcher.quick_ratio() < CLOSE_NAME_CUTOFF:
+        return 0.0
+    return matcher.ratio()
 
 
 def closest_api_names(query: str, qualified_names: list[str], n: int = 6) -> list[str]:
@@ -91,8 +99,9 @@ def closest_api_names(query: str, qualified_names: list[str], n: int = 6) -> lis
 
 
 class Toolbox:
-    def __init__(self, index: DocsIndex, root: Path | None = None) -> None:
+    def __init__(self, index: DocsIndex, root: Path | None = None, runs: RunSlots | None = None) -> None:
         self.index = index
+        self.runs = runs or RunSlots()
         self.root = (root or repo_root()).resolve()
         self.references_dir = references_dir(self.root)
         self.report = VerificationReport(
@@ -138,7 +147,7 @@ class Toolbox:
 
     def resolve_symbol(self, symbol: str) -> tuple[str, list[str]]:
         """(qualified name, other candidates) for a qualified name, short name or alias."""
-        cleaned = symbol.strip().removesuffix("()").strip("`").strip()
+        cleaned = capped_name("symbol", symbol, "fully_shard").strip().removesuffix("()").strip("`").strip()
         if not cleaned:
             raise ToolInputError("symbol is empty: pass an API name such as 'fully_shard' or 'dist.all_reduce'")
         for spelling in (cleaned, resolve_prefix(cleaned), f"torch.{cleaned}"):
@@ -175,6 +184,8 @@ class Toolbox:
         return ApiEntryResult(**fields, examples=examples, torch_version=self.index.torch_version, other_matches=others)
 
     def list_api(self, module: str | None = None, start_index: int = 0) -> ApiListPage:
+        if module:
+            capped_name("module", module, "torch.distributed.checkpoint")
         lines = api_lines(self.index.payloads("api"))
         try:
             if module and module.strip():
@@ -218,6 +229,7 @@ class Toolbox:
         return ReferenceList(torch_version=self.index.torch_version, references=infos)
 
     def _reference_file(self, name: str) -> Path:
+        capped_name("name", name, "fsdp2.md")
         valid = self.reference_names()
         listing = ", ".join(valid) or f"(none: {rebuild_hint(self.root)})"
         if "\0" in name or "/" in name or "\\" in name or name.startswith(".") or Path(name).is_absolute():
@@ -261,6 +273,8 @@ class Toolbox:
     def read_reference(
         self, name: str, section: str | None = None, start_index: int = 0, max_chars: int = 8000
     ) -> ReferencePage:
+        if section:
+            capped_name("section", section, "fsdp2.md#mixed-precision")
         path = self._reference_file(name)
         if not MIN_PAGE <= max_chars <= MAX_PAGE:
             raise ToolInputError(f"max_chars must be between {MIN_PAGE} and {MAX_PAGE}, got {max_chars}")
@@ -316,6 +330,8 @@ class Toolbox:
             raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
         if status is not None and status not in STATUS_FILTERS:
             raise ToolInputError(f"unknown status {quote(status)}: pass one of {', '.join(STATUS_FILTERS)}, or omit it")
+        if symbol:
+            capped_name("symbol", symbol, "all_reduce")
         payloads = self.index.payloads("example")
         if symbol and symbol.strip():
             needle = resolve_prefix(symbol.strip()).lower()
@@ -355,6 +371,7 @@ class Toolbox:
         )
 
     def get_example(self, name: str) -> ExampleDetail:
+        capped_name("name", name, "torch.distributed.all_reduce#1")
         example = self.index.payload("example", name.strip())
         if example is None and is_page_code_id(name.strip()):
             return self._page_code_example(name.strip())
@@ -420,6 +437,7 @@ class Toolbox:
         return None
 
     def get_pattern(self, name: str) -> PatternDetail:
+        capped_name("name", name, "fsdp2-training")
         pattern = self._pattern(name)
         if pattern is None:
             names = sorted(self.index.ids("pattern"))
@@ -441,8 +459,10 @@ class Toolbox:
     # ------------------------------------------------------------------ running (serve --allow-run only)
 
     def verify_example(
-        self, name: str, backend: str = "gloo", world_size: int | None = None, timeout: float = 120.0
+        self, name: str, backend: str = "gloo", world_size: int | None = None, timeout: float = 120.0,
+        handle: RunHandle | None = None,
     ) -> VerifyResult:
+        capped_name("name", name, "torch.distributed.all_reduce#1")
         example = self.index.payload("example", name.strip())
         if example is None:
             detail = self.get_example(name)  # raises with the closest ids, unless it is a page's code block
@@ -455,7 +475,8 @@ class Toolbox:
             raise ToolInputError(f"world_size must be between 1 and {MAX_WORLD_SIZE}, got {size}")
         if not 1 <= timeout <= MAX_VERIFY_TIMEOUT:
             raise ToolInputError(f"timeout must be between 1 and {MAX_VERIFY_TIMEOUT:.0f} seconds, got {timeout}")
-        results, tail = run_verification(example["id"], backend, size, timeout, self.root)
+        with self.runs.claim(size):
+            results, tail = run_verification(example["id"], backend, size, timeout, self.root, handle)
         return VerifyResult(name=example["id"], backend=backend, world_size=size, results=results, log_tail=tail)
 
 

@@ -1,30 +1,17 @@
-"""Verification results for the server: read references/verification.json, and run one example.
+"""Verification results for the server: read references/verification.json (and the NCCL report).
 
-The server never imports torch, so `run_verification` starts the runner (`python -m fsdp_skill.verify`)
-as a subprocess in its own session, bounded by a timeout after which the whole process group (the
-runner and its rank workers) is killed.
+Running one example (verify_example) is `runs.run_verification`.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
-from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.quoting import clip
 from fsdp_skill.core.vocabulary import NOT_VERIFIED
 from fsdp_skill.serve.file_cache import FileCache
 from fsdp_skill.serve.results import VerificationStatus
-
-# Seconds the runner gets beyond the per-example timeout to spawn ranks and write its report.
-STARTUP_GRACE_S = 60.0
-# The runner's entry point (`python -m RUNNER_MODULE --id … --json PATH`); tests point it at a stand-in.
-RUNNER_MODULE = "fsdp_skill.verify"
 
 
 class VerificationReport:
@@ -97,45 +84,3 @@ def summarize(statuses: list[VerificationStatus]) -> str:
             detail += f": {clip(s.reason, 80)}"
         parts.append(f"{s.status} ({detail})")
     return "; ".join(parts)
-
-
-def run_verification(
-    name: str, backend: str, world_size: int, timeout: float, root: Path
-) -> tuple[list[VerificationStatus], str]:
-    """Run one catalog example through the runner in a subprocess; (results, output tail)."""
-    with tempfile.TemporaryDirectory(prefix="fsdp-skill-verify-") as tmp:
-        report = Path(tmp) / "result.json"
-        command = [
-            sys.executable, "-m", RUNNER_MODULE, "--id", name, "--backend", backend,
-            "--world-size", str(world_size), "--timeout", str(timeout), "--json", str(report),
-        ]
-        env = {**os.environ, "FSDP_SKILL_ROOT": str(root)}
-        # cwd is the scratch folder, not root: an example that saves a file (a checkpoint) must not write into
-        # the skill's data, which for a wheel install is the package itself.
-        proc = subprocess.Popen(command, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
-        try:
-            output, _ = proc.communicate(timeout=timeout + STARTUP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            raise UserError(
-                f"the runner did not finish {name!r} within {timeout + STARTUP_GRACE_S:.0f} s and was stopped; "
-                "try a smaller world_size or check the example with `fsdp-skill verify -k` locally"
-            ) from None
-        tail = "\n".join(output.strip().splitlines()[-20:])
-        if not report.is_file():
-            raise UserError(
-                f"the runner exited with code {proc.returncode} without a report for {name!r}: {tail[-500:]}"
-            )
-        results = parse_report(report.read_text(encoding="utf-8")).get(name, [])
-        if not results:
-            raise UserError(f"the runner's report has no result for {name!r}: {tail[-500:]}")
-        return results, tail
-
-
-def _kill_group(proc: subprocess.Popen[str]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait(timeout=10)
