@@ -51,5 +51,6 @@ def __getattr__(name: str) -> Any:
 # the build use (tests/test_layers.py holds other stages to it).
 __all__ = [
     "ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select",
-    "args", "claims", "cli", "code_shape", "examples", "mutants", "patterns", "plan", "pool", "report", "runner", "static_check",
+    "args", "claims", "cli", "code_shape", "examples", "mutants", "patterns", "plan", "pool", "report", "runner",
+    "static_check",
 ]
