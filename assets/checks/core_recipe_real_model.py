@@ -3,6 +3,9 @@ name: core-recipe-real-model
 claim: The core recipe's init after to_empty trains a model with MultiheadAttention, Embedding(padding_idx=0), LayerNorm and a non-persistent buffer: finite falling loss, zero padding row, different shards per rank.
 backs: core-recipe
 world_size: 2
+mutant: mha-skipped: `m._reset_parameters()  #` -> `pass  #`
+mutant: padding-row-not-zeroed: `w.mul_(distribute_tensor(keep, w.device_mesh, w.placements))` -> `pass`
+mutant: buffers-not-recomputed: `m.init_buffers()  #` -> `pass  #`
 
 SKILL.md's core recipe, run on a model with the parts that break a naive
 `reset_parameters` loop (see the meta-init-gaps check): built on meta, `fully_shard` per
