@@ -4,7 +4,7 @@ claim: clip_grad_norm_ fails when TP + FSDP2 leave parameters on two meshes; com
 backs: pitfalls
 world_size: 4
 requires: stated-ranks
-mutant: local-norms: `norms.append(norm.full_tensor() if isinstance(norm, DTensor) else norm)` -> `norms.append(norm.to_local() if isinstance(norm, DTensor) else norm)`
+mutant: clip-each-mesh-alone: `torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)` -> `torch.nn.utils.clip_grad_norm_(group, max_norm)`
 mutant: norms-summed: `total = torch.linalg.vector_norm(torch.stack(norms))` -> `total = torch.stack(norms).sum()`
 
 TP on a (dp=2, tp=2) mesh, then `fully_shard(mesh=mesh["dp"])`: the TP linears' parameters
