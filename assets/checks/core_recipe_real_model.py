@@ -112,7 +112,9 @@ padding_row = model.embed.weight.full_tensor()[0]
 assert torch.count_nonzero(padding_row) == 0, padding_row
 torch.testing.assert_close(model.pos.table, Positions(SEQ, DIM).table.to(device))
 in_proj = model.blocks[0].attn.in_proj_weight.full_tensor()
-assert in_proj.abs().max() < 1.0, f"in_proj_weight max {in_proj.abs().max()}: not initialised"
+bound = math.sqrt(6 / (DIM + 3 * DIM))  # MultiheadAttention._reset_parameters: xavier_uniform_ on (3*DIM, DIM)
+assert 0.5 * bound < in_proj.abs().max() <= bound and in_proj.std() > 0.25 * bound, (
+    f"in_proj_weight max {in_proj.abs().max()}, std {in_proj.std()}: not xavier-initialised")
 head = model.head.weight.full_tensor()
 half = head.shape[0] // 2
 assert not torch.equal(head[:half], head[half:]), "ranks drew identical shards"
