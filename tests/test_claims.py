@@ -175,6 +175,8 @@ INIT_WEIGHTS_COPIES = [
     "assets/checks/core_recipe_real_model.py",
     "assets/checks/init_any_mesh.py",
     "assets/checks/init_cuda_rng_tracker.py",
+    "assets/checks/mha_out_proj_bias.py",
+    "assets/checks/tied_weights.py",
     "assets/patterns/fsdp2_training.py",
     "assets/patterns/hsdp_2d_mesh.py",
     "assets/patterns/tp_fsdp2_2d.py",

@@ -80,30 +80,29 @@ def shutdown() -> None:
 
 
 def init_weights(model: nn.Module, seed: int = 0) -> None:
-    """After fully_shard + to_empty: each module's init runs on full tensors from one seed on every rank,
-    and each rank keeps its shard: `torch.manual_seed(seed); Model()`'s values, on any mesh."""
-    torch.manual_seed(seed)  # the same on every rank (seed + rank: HSDP/TP replicas differ)
-    done: set[int] = set()  # a tied weight keeps its first owner's init
+    """After fully_shard + to_empty: each module's init on full tensors, one seed; each rank keeps its slice."""
+    torch.manual_seed(seed)  # the same seed on every rank
+    done: set[int] = set()  # tied weights keep their first owner's init
 
-    def visit(m: nn.Module) -> None:  # children first, then the parent, as in __init__
+    def visit(m: nn.Module) -> None:  # children first, as __init__ builds them
         for child in m.children():
             visit(child)
         own = dict(m.named_parameters(recurse=False))
-        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)  # MHA: _reset_
+        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)
         if own and not init:
             raise TypeError(f"{type(m).__name__} has parameters but no reset_parameters()")
         full = {n: torch.empty(p.shape, dtype=p.dtype, device=p.device) for n, p in own.items()}
         if init:
-            m._parameters.update(full)  # the init writes full plain tensors, then the shards return
+            m._parameters.update(full)  # init full plain tensors, then put the shards back
             init()
             m._parameters.update(own)
         with torch.no_grad():
             for n, p in own.items():
-                if id(p) not in done:  # copy this rank's slice (no communication)
-                    done.add(id(p))
+                if id(p) not in done:
+                    done.add(id(p))  # this rank's slice, no communication
                     p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))
         if hasattr(m, "init_buffers"):
-            m.init_buffers()  # tables computed in __init__ (RoPE, positions) were on meta
+            m.init_buffers()  # tables computed in __init__ (RoPE) were on meta
 
     visit(model)
 
