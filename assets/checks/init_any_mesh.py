@@ -151,12 +151,13 @@ def unlike_eager(model: nn.Module, eager: nn.Module) -> list[str]:
 def shard_problems(model: nn.Module, eager: nn.Module | None) -> list[str]:
     """Ranks with the same shard key must hold equal locals; with `eager`, different shards of a randomly
     initialised parameter must share no value."""
+    mine = {name: (shard_key(p), p.to_local().detach().cpu()) for name, p in model.named_parameters()}
+    rows: list[dict[str, tuple[tuple[int, ...], torch.Tensor]]] = [{} for _ in range(dist.get_world_size())]
+    dist.all_gather_object(rows, mine)  # one gather for all parameters
     problems = []
-    for name, p in model.named_parameters():
-        rows: list[tuple[tuple[int, ...], torch.Tensor]] = [((), torch.empty(0))] * dist.get_world_size()
-        dist.all_gather_object(rows, (shard_key(p), p.to_local().detach().cpu()))
+    for name in mine:
         by_key: dict[tuple[int, ...], torch.Tensor] = {}
-        for key, local in rows:
+        for key, local in (row[name] for row in rows):
             if key in by_key and not torch.equal(by_key[key], local):
                 problems.append(f"{name}: the replicas of shard {key} differ")
             by_key.setdefault(key, local)

@@ -1,10 +1,11 @@
 """
 name: no-grad-root-unsharded
-claim: After a forward under torch.no_grad() the root module's parameters stay unsharded plain tensors (reshard_after_forward's default for the root): full_tensor() raises AttributeError and an optimizer built then never updates them; model.reshard() brings the sharded DTensors back.
+claim: After a forward under torch.no_grad() the root module's parameters stay unsharded plain tensors (reshard_after_forward's default for the root): full_tensor() raises AttributeError and an optimizer built then never updates them; model.reshard() after it, or an optimizer built before it, trains every parameter.
 backs: pitfalls
 world_size: 2
 mutant: root-reshards: `fully_shard(model)  # root` -> `fully_shard(model, reshard_after_forward=True)  # root`
 mutant: no-reshard-in-fix: `model.reshard()  # the fix` -> `pass  # the fix`
+mutant: optimizer-after-forward: `train(model, early, x)` -> `train(model, late, x)`
 
 FSDP2's root keeps its parameters unsharded after forward by default
 (`reshard_after_forward=None`: the backward all-gathers them again right away). A check
@@ -14,8 +15,9 @@ forward under `no_grad` (no backward follows) leaves them so: the root's own par
 - An optimizer built now holds those plain tensors: 3 SGD steps later (the backward
   reshards the root, gradients land on the sharded DTensors) inp and head are exactly
   their initial values while the blocks trained.
-- The fix: `model.reshard()` after the no_grad forward (or build the optimizer first):
-  then every parameter is a DTensor again and all of them train.
+- The fixes: `model.reshard()` after the no_grad forward (every parameter is a DTensor
+  again and all of them train), or an optimizer built before the forward (it holds the
+  DTensors: all of them train).
 The `root-reshards` mutant shards the root with reshard_after_forward=True: nothing stays
 unsharded, so the failure the check expects does not happen.
 """
@@ -77,4 +79,15 @@ model.reshard()
 unchanged = [n for n, p in model.named_parameters() if torch.equal(p.full_tensor(), initial[n])]
 assert not unchanged, f"with model.reshard() first, still unchanged: {unchanged}"
 say("with model.reshard() after the no_grad forward: every parameter a DTensor, every one trained")
+
+model = build()
+early = torch.optim.SGD(model.parameters(), lr=0.1)  # built first, while every parameter is a DTensor
+with torch.no_grad():
+    model(x)
+late = torch.optim.SGD(model.parameters(), lr=0.1)  # built after the forward (the mutant trains with it)
+train(model, early, x)
+model.reshard()
+unchanged = [n for n, p in model.named_parameters() if torch.equal(p.full_tensor(), initial[n])]
+assert not unchanged, f"with the optimizer built first, still unchanged: {unchanged}"
+say("with the optimizer built before the no_grad forward: every parameter trained")
 shutdown()
