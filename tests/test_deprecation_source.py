@@ -85,6 +85,21 @@ def test_a_conditional_warning_about_an_argument_deprecates_nothing() -> None:
     ''') == {}
 
 
+def test_a_deprecated_argument_is_not_the_sibling_property_of_the_same_name() -> None:
+    assert _scan('''
+        import warnings
+
+        class DistributedDataParallel:
+            def __init__(self, module, broadcast_buffers=None):
+                if broadcast_buffers is not None:
+                    warnings.warn("`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead.",
+                                  FutureWarning)
+
+            @property
+            def broadcast_buffers(self): ...
+    ''') == {}
+
+
 def test_only_future_and_deprecation_warnings_that_say_deprecated_count() -> None:
     assert _scan('''
         import warnings
@@ -178,7 +193,10 @@ def test_an_enum_member_the_warnings_condition_tests_is_marked_under_its_import_
                 )
     ''', module="torch.distributed.fsdp.sub._init_utils")
     assert list(found) == ["torch.distributed.fsdp.api.ShardingStrategy.NO_SHARD"]
-    assert found["torch.distributed.fsdp.api.ShardingStrategy.NO_SHARD"][0] == "DistributedDataParallel"
+    replacement, message = found["torch.distributed.fsdp.api.ShardingStrategy.NO_SHARD"]
+    assert replacement == "DistributedDataParallel"
+    assert message.startswith(
+        "Stated in the deprecation warning of torch.distributed.fsdp.sub._init_utils._init_core_state: The `NO_SHARD`")
 
 
 def test_a_warning_at_import_deprecates_the_module_and_its_public_names() -> None:

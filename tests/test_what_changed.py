@@ -14,6 +14,7 @@ from fsdp_skill.build.what_changed import (
     WhatChangedError,
     apply_block,
     deprecated,
+    deprecated_groups,
     new_names,
     render_block,
     sync_skill,
@@ -37,14 +38,37 @@ def test_the_skill_md_block_is_what_regenerate_makes_from_the_committed_api_drif
 def test_every_deprecated_name_of_api_drift_is_on_the_first_screen_with_its_replacement() -> None:
     rows = re.findall(r"^\| `(torch\.[\w.]+)` \| `?([\w.]*)`? \|", DRIFT.split("## Deprecated in", 1)[1], re.MULTILINE)
     assert (
-        len(rows) >= 10 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
+        len(rows) >= 25 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
     )
-    block = _block(SKILL)
+    lines = _block(SKILL).splitlines()
     for name, replacement in rows:
-        short = "dist." + name[len("torch.distributed.") :]
-        assert f"`{short}`" in block, name
-        if replacement:
-            assert f"`{short}` → `{replacement.replace('torch.distributed.', 'dist.')}`" in block, name
+        owner, short = name.rsplit(".", 1)
+        spelled = "dist" if owner == "torch.distributed" else owner.replace("torch.distributed.", "dist.")
+        [line] = [ln for ln in lines if ln.startswith(f"- `{spelled}`: ")]
+        item = re.search(rf"`{re.escape(short)}`[^;]*", line)
+        assert item is not None, name
+        if replacement:  # the replacement's own name, in the same `a`, `b` → `r` item
+            assert f"{replacement.rsplit('.', 1)[-1]}`" in item.group(0) or "same name in" in item.group(0), name
+        else:
+            assert "(no named replacement)" in item.group(0), name
+
+
+def test_deprecations_are_grouped_by_module_or_class_with_shared_replacements_once() -> None:
+    rows = [
+        ("torch.distributed.nn.functional.all_reduce", "torch.distributed._functional_collectives.all_reduce"),
+        ("torch.distributed.nn.functional.broadcast", "torch.distributed._functional_collectives.broadcast"),
+        ("torch.distributed.nn.functional.all_gather", "torch.distributed._functional_collectives.all_gather_single"),
+        ("torch.distributed.fsdp.FSDP.full_osd", "FSDP.optim_state_dict"),
+        ("torch.distributed.fsdp.FSDP.sharded_osd", "FSDP.optim_state_dict"),
+        ("torch.distributed.fsdp.FSDP.old", ""),
+    ]
+    assert deprecated_groups(rows) == [
+        ("torch.distributed.nn.functional", [
+            (["all_reduce", "broadcast"], "same name in `dist._functional_collectives`"),
+            (["all_gather"], "`dist._functional_collectives.all_gather_single`"),
+        ]),
+        ("torch.distributed.fsdp.FSDP", [(["full_osd", "sharded_osd"], "`optim_state_dict`"), (["old"], "")]),
+    ]
 
 
 def test_fully_shards_new_dp_mesh_dims_and_its_class_are_listed() -> None:
@@ -77,7 +101,7 @@ def test_render_lists_replacements_bare_deprecations_and_documented_new_names_on
         ("torch.distributed.old_op", "torch.distributed.new_op"),
         ("torch.distributed.gone", ""),
     ]
-    assert "- `dist.old_op` → `dist.new_op`" in block and "- no named replacement: `dist.gone`" in block
+    assert "- `dist`: `old_op` → `new_op`; `gone` (no named replacement)" in block
     assert "`dist.fsdp`: `NewThing`" in block and "Logger" not in block  # no docstring, not in a listed module
 
 

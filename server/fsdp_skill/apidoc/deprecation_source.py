@@ -54,6 +54,7 @@ _REPLACEMENT = [
 _REPLACEMENT_CLAUSE = re.compile(
     r"\b(?:use|using|switch to|migrate to|in favou?r of|replaced (?:by|with))\b[^;]*", re.IGNORECASE
 )
+_ARGUMENT_WORDS = re.compile(r"\b(?:argument|parameter|kwarg|keyword|option|flag)s?\b", re.IGNORECASE)
 _NAME_TOKEN = re.compile(r"`+([^`]+?)`+|(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?:\(\))?)")
 
 
@@ -87,6 +88,8 @@ def subjects(message: str) -> list[str]:
         if where is None:
             continue
         head = _REPLACEMENT_CLAUSE.sub("", sentence[: where.start()])
+        if _ARGUMENT_WORDS.search(head):
+            continue  # "The `check_reduction` argument in `DistributedDataParallel` is deprecated": one argument
         for quoted, bare in _NAME_TOKEN.findall(head):
             name = (quoted or bare).strip().removesuffix("()")
             if quoted or _looks_like_api_name(name):
@@ -427,10 +430,15 @@ def deprecations_in_source(source: str, module: str, *, is_package: bool = False
     def stated_by(message: str, definition: _Def, tested: tuple[str, ...], conditional: bool) -> None:
         short = definition.qualname.rsplit(".", 1)[-1]
         siblings = scan.members.get(definition.owner or "", set())
+        node = definition.node
+        parameters = set() if isinstance(node, ast.ClassDef) else set(_parameters(node)) | {
+            a.arg for a in node.args.kwonlyargs}
         for subject in subjects(message):
             last = subject.rsplit(".", 1)[-1]
             prefix = subject.rpartition(".")[0]
-            if last == short:
+            if last == short or subject == module:  # itself, or "the module torch.distributed.launch"
+                continue
+            if subject in parameters:  # DDP.__init__'s `broadcast_buffers` argument, not the property
                 continue
             if definition.owner is not None and last in siblings:
                 record(f"{module}.{definition.owner}.{last}", message, definition.qualname)
@@ -438,9 +446,9 @@ def deprecations_in_source(source: str, module: str, *, is_package: bool = False
                 record(f"{module}.{last}", message, definition.qualname)
             elif conditional:
                 for name in tested:
-                    if name.rsplit(".", 1)[-1] == last:
+                    if name.rsplit(".", 1)[-1] == last:  # its own module names the stater: it is not the class's
                         record(_resolve(name, scan) if name.split(".")[0] in scan.imports
-                               else f"{module}.{name}", message, definition.qualname)
+                               else f"{module}.{name}", message, f"{module}.{definition.qualname}")
 
     for definition in scan.defs.values():
         node = definition.node

@@ -4,7 +4,8 @@ Agents write from training data older than the pinned torch; the first screen mu
 `fsdp-skill regenerate` rewrites the lines between the two markers in SKILL.md from the api-drift.md it
 has just built (so the block can never disagree with it), and `regenerate --check` reports SKILL.md
 when they differ. The block lists:
-- every name api-drift.md records as deprecated, with the replacement its warning names;
+- every name api-drift.md records as deprecated, with the replacement its warning names, one line per
+  module or class (the block sits in SKILL.md's token budget);
 - the public names of the FSDP2 / DCP / DTensor / DeviceMesh modules that have a docstring but no doc
   page (usually newer than the pages), and the parameters of documented APIs whose type is one of them
   (e.g. `fully_shard(dp_mesh_dims=...)` for `DataParallelMeshDims`).
@@ -82,20 +83,47 @@ def new_parameters(catalog: Catalog, names: list[str]) -> list[tuple[str, str, s
 
 def _short(name: str) -> str:
     """`torch.distributed.all_gather_into_tensor` -> `dist.all_gather_into_tensor`: what code spells."""
+    if name == "torch.distributed":
+        return "dist"
     return "dist." + name[len("torch.distributed.") :] if name.startswith("torch.distributed.") else name
 
 
+def _relative(replacement: str, owner: str, short: str) -> str:
+    """The replacement as the grouped line shows it, next to names of `owner`: a sibling by its short
+    name (`optim_state_dict` for FullyShardedDataParallel's methods), the same name in another module
+    as "same name in `module`", anything else in full. A bare name ("load", "staging_future") is shown
+    as the warning names it: where it lives is not always the deprecated name's class."""
+    if not replacement:
+        return ""
+    if replacement.startswith(owner + "."):
+        return f"`{replacement[len(owner) + 1 :]}`"
+    head, _, rest = replacement.partition(".")
+    if rest and head == owner.rsplit(".", 1)[-1]:
+        return f"`{rest}`"
+    parent, _, last = replacement.rpartition(".")
+    if parent and last == short:
+        return f"same name in `{_short(parent)}`"
+    return f"`{_short(replacement)}`"
+
+
+def deprecated_groups(rows: list[tuple[str, str]]) -> list[tuple[str, list[tuple[list[str], str]]]]:
+    """api-drift.md's deprecated rows grouped by owner (module or class), then by shown replacement:
+    [(owner, [([short names], replacement as shown, "" if none)])], in the rows' order."""
+    by_owner: dict[str, dict[str, list[str]]] = {}
+    for name, replacement in rows:
+        owner, _, short = name.rpartition(".")
+        by_owner.setdefault(owner, {}).setdefault(_relative(replacement, owner, short), []).append(short)
+    return [(owner, [(shorts, shown) for shown, shorts in targets.items()]) for owner, targets in by_owner.items()]
+
+
 def render_block(drift: str, catalog: Catalog) -> str:
-    lines = [START, "Deprecated in this torch (calling one warns); use the replacement:", ""]
-    rows = deprecated(drift)
-    with_replacement = [(n, r) for n, r in rows if r]
-    for name, replacement in with_replacement:
-        # A bare replacement ("load", "staging_future") is shown as the warning names it: where it lives
-        # is not always the deprecated name's class (staging_future is on AsyncSaveResponse).
-        lines.append(f"- `{_short(name)}` → `{_short(replacement)}`")
-    without = [n for n, r in rows if not r]
-    if without:
-        lines.append("- no named replacement: " + ", ".join(f"`{_short(n)}`" for n in without))
+    lines = [START, "Deprecated in this torch (calling one warns), by module or class; use the replacement:", ""]
+    for owner, targets in deprecated_groups(deprecated(drift)):
+        parts = [
+            ", ".join(f"`{short}`" for short in shorts) + (f" → {shown}" if shown else " (no named replacement)")
+            for shorts, shown in targets
+        ]
+        lines.append(f"- `{_short(owner)}`: " + "; ".join(parts))
     names = new_names(drift)
     if names:
         params = new_parameters(catalog, names)
