@@ -11,6 +11,7 @@ import pytest
 from fsdp_skill.build.what_changed import (
     END,
     START,
+    Group,
     WhatChangedError,
     apply_block,
     deprecated,
@@ -35,22 +36,42 @@ def test_the_skill_md_block_is_what_regenerate_makes_from_the_committed_api_drif
     assert _block(SKILL) == render_block(DRIFT, catalog), "run `fsdp-skill regenerate`"
 
 
+def _spelled(name: str) -> str:
+    name = name.replace("torch.distributed.fsdp.FullyShardedDataParallel", "FSDP")
+    return "dist" + name[len("torch.distributed") :] if name.startswith("torch.distributed") else name
+
+
+def _says_replacement(item: str, short: str, replacement: str) -> bool:
+    """Whether a block item ("`a`, `b` → `r`", "(same name)", "(`x` → `y`)", "(+ `_y`)") gives replacement."""
+    last = replacement.rsplit(".", 1)[-1]
+    if f"→ `{last}`" in item or f"`{last}`" in item.split("→")[-1] or "(same name)" in item:
+        return True
+    rule = re.search(r"\(`(\w+)` → `(\w+)`\)", item)
+    if rule and short.replace(rule.group(1), rule.group(2)) == last:
+        return True
+    suffix = re.search(r"\(\+ `(_\w+)`\)", item)
+    return bool(suffix and short + suffix.group(1) == last)
+
+
 def test_every_deprecated_name_of_api_drift_is_on_the_first_screen_with_its_replacement() -> None:
     rows = re.findall(r"^\| `(torch\.[\w.]+)` \| `?([\w.]*)`? \|", DRIFT.split("## Deprecated in", 1)[1], re.MULTILINE)
     assert (
         len(rows) >= 25 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
     )
-    lines = _block(SKILL).splitlines()
+    lines = [ln for ln in _block(SKILL).splitlines() if ln.startswith("- `")]
     for name, replacement in rows:
-        owner, short = name.rsplit(".", 1)
-        spelled = "dist" if owner == "torch.distributed" else owner.replace("torch.distributed.", "dist.")
-        [line] = [ln for ln in lines if ln.startswith(f"- `{spelled}`: ")]
-        item = re.search(rf"`{re.escape(short)}`[^;]*", line)
-        assert item is not None, name
-        if replacement:  # the replacement's own name, in the same `a`, `b` → `r` item
-            assert f"{replacement.rsplit('.', 1)[-1]}`" in item.group(0) or "same name in" in item.group(0), name
+        found = []
+        for line in lines:
+            owner = re.match(r"- `([\w.]+)`", line).group(1)  # type: ignore[union-attr]
+            for item in line.split(": ", 1)[1].split("; "):
+                for spelled in re.findall(r"`([\w.]+)`", item.split(" → ")[0].split(" (")[0]):
+                    if f"{owner}.{spelled}" == _spelled(name):
+                        found.append(item)
+        assert len(found) == 1, (name, found)
+        if replacement:
+            assert _says_replacement(found[0], name.rsplit(".", 1)[-1], replacement), (name, found[0])
         else:
-            assert "(no named replacement)" in item.group(0), name
+            assert "(none named)" in found[0], name
 
 
 def test_deprecations_are_grouped_by_module_or_class_with_shared_replacements_once() -> None:
@@ -61,19 +82,25 @@ def test_deprecations_are_grouped_by_module_or_class_with_shared_replacements_on
         ("torch.distributed.fsdp.FSDP.full_osd", "FSDP.optim_state_dict"),
         ("torch.distributed.fsdp.FSDP.sharded_osd", "FSDP.optim_state_dict"),
         ("torch.distributed.fsdp.FSDP.old", ""),
+        ("torch.distributed.fsdp.FSDPModule.set_old", "set_new"),
+        ("torch.distributed.fc.gather_tensor", "torch.distributed.fc.gather_single"),
+        ("torch.distributed.fc.scatter_tensor_autograd", "torch.distributed.fc.scatter_single_autograd"),
     ]
     assert deprecated_groups(rows) == [
-        ("torch.distributed.nn.functional", [
-            (["all_reduce", "broadcast"], "same name in `dist._functional_collectives`"),
-            (["all_gather"], "`dist._functional_collectives.all_gather_single`"),
+        Group("torch.distributed.nn.functional", "torch.distributed._functional_collectives", [
+            (["all_reduce", "broadcast"], "(same name)"),
+            (["all_gather"], "`all_gather_single`"),
         ]),
-        ("torch.distributed.fsdp.FSDP", [(["full_osd", "sharded_osd"], "`optim_state_dict`"), (["old"], "")]),
+        Group("torch.distributed.fsdp.FSDP", "", [(["full_osd", "sharded_osd"], "`optim_state_dict`"), (["old"], "")]),
+        Group("torch.distributed.fsdp", "", [(["FSDPModule.set_old"], "`set_new`")]),  # a lone member joins its module
+        Group("torch.distributed.fc", "", [(["gather_tensor", "scatter_tensor_autograd"], "(`tensor` → `single`)")]),
     ]
 
 
 def test_fully_shards_new_dp_mesh_dims_and_its_class_are_listed() -> None:
     block = _block(SKILL)
-    assert "`dist.fsdp`: `DataParallelMeshDims`" in block and "`fully_shard(dp_mesh_dims=...)`" in block
+    assert "`dist.fsdp`: `DataParallelMeshDims`, `share_comm_ctx`" in block
+    assert "`fully_shard(dp_mesh_dims=...)`" in block
     assert "torch.distributed.fsdp.DataParallelMeshDims" in new_names(DRIFT)
 
 
@@ -101,8 +128,9 @@ def test_render_lists_replacements_bare_deprecations_and_documented_new_names_on
         ("torch.distributed.old_op", "torch.distributed.new_op"),
         ("torch.distributed.gone", ""),
     ]
-    assert "- `dist`: `old_op` → `new_op`; `gone` (no named replacement)" in block
-    assert "`dist.fsdp`: `NewThing`" in block and "Logger" not in block  # no docstring, not in a listed module
+    assert "- `dist`: `old_op` → `new_op`; `gone` (none named)" in block
+    assert new_names(SMALL_DRIFT) == ["torch.distributed.fsdp.NewThing"]  # Logger: no docstring, not a listed module
+    assert "NewThing" not in block and "1 more in [api-drift.md]" in block  # no API entry: only counted
 
 
 def test_sync_rewrites_only_between_the_markers_and_check_mode_leaves_the_file(tmp_path: Path) -> None:
