@@ -91,3 +91,7 @@ def test_the_current_fsdp2_api_is_not_deprecated_and_the_functional_collectives_
     assert entry.deprecation.replacement == "torch.distributed._functional_collectives.all_reduce"
     assert catalog["torch.distributed.nn.functional.gather"].deprecation is None  # it does not warn
     assert "torch.distributed.fsdp.FSDPModule.set_gradient_divide_factor" not in _listed()
+    members = catalog["torch.distributed.fsdp.ShardingStrategy"].description.split("**Members:**", 1)[1]
+    no_shard = next(line for line in members.splitlines() if line.startswith("- `NO_SHARD`"))
+    assert "(deprecated: " in no_shard and "`DistributedDataParallel`" in no_shard
+    assert "deprecated" not in next(line for line in members.splitlines() if line.startswith("- `FULL_SHARD`"))
