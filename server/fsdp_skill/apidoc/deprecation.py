@@ -25,16 +25,24 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from fsdp_skill.apidoc.deprecation_source import clean_message, deprecations_in_source, replacement_in, subjects
+from fsdp_skill.apidoc.deprecation_source import (
+    argument_deprecations_in_source,
+    clean_message,
+    deprecations_in_source,
+    replacement_in,
+    subjects,
+)
 from fsdp_skill.core.catalog import Deprecation
 
 __all__ = [
+    "argument_deprecations_in_source",
     "deprecations_in_source",
     "detect",
     "from_attribute",
     "from_docstring",
     "from_source",
     "from_summary",
+    "installed_argument_deprecations",
     "installed_deprecations",
     "module_deprecations",
     "replacement_in",
@@ -87,10 +95,9 @@ def module_deprecations(module_name: str) -> dict[str, Deprecation]:
 SCANNED_PACKAGES = ("torch.distributed", "torch.nn.parallel")
 
 
-@functools.lru_cache(maxsize=1)
-def installed_deprecations() -> dict[str, Deprecation]:
-    """What every module of SCANNED_PACKAGES in the installed torch deprecates, by dotted path."""
-    found: dict[str, Deprecation] = {}
+def _scanned_modules() -> list[str]:
+    """Every module of SCANNED_PACKAGES in the installed torch, by its .py files (nothing imported)."""
+    modules = []
     for package in SCANNED_PACKAGES:
         located = _module_file(package)
         if located is None:
@@ -101,8 +108,33 @@ def installed_deprecations() -> dict[str, Deprecation]:
             if parts[-1] == "__init__":
                 parts.pop()
             if all(part.isidentifier() for part in parts):
-                for name, dep in module_deprecations(".".join(parts)).items():
-                    found.setdefault(name, dep)
+                modules.append(".".join(parts))
+    return modules
+
+
+@functools.lru_cache(maxsize=1)
+def installed_deprecations() -> dict[str, Deprecation]:
+    """What every module of SCANNED_PACKAGES in the installed torch deprecates, by dotted path."""
+    found: dict[str, Deprecation] = {}
+    for module in _scanned_modules():
+        for name, dep in module_deprecations(module).items():
+            found.setdefault(name, dep)
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def installed_argument_deprecations() -> dict[str, dict[str, Deprecation]]:
+    """argument_deprecations_in_source over SCANNED_PACKAGES: {function path: {argument: Deprecation}}."""
+    found: dict[str, dict[str, Deprecation]] = {}
+    for module in _scanned_modules():
+        located = _module_file(module)
+        if located is None:
+            continue
+        try:
+            source = Path(located[0]).read_text(encoding="utf-8")
+            found.update(argument_deprecations_in_source(source, module, is_package=located[1]))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
     return found
 
 

@@ -206,6 +206,7 @@ class _Findings:
     deprecated: dict[str, Deprecation] = field(default_factory=dict)
     unresolved: dict[str, str] = field(default_factory=dict)  # documented name -> where it is documented
     import_failures: dict[str, str] = field(default_factory=dict)  # documented name -> why its module does not import
+    arguments: dict[tuple[str, str], Deprecation] = field(default_factory=dict)  # (API, argument) -> deprecation
 
 
 def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
@@ -218,6 +219,7 @@ def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
     _find_undocumented(documented, documented_objects, findings)
     _check_entries(entries, documented_objects, findings)
     _find_deprecated_members(documented | entries, findings)
+    _find_deprecated_arguments(documented | entries, findings)
     return _render(findings, torch_version, ref)
 
 
@@ -277,6 +279,21 @@ def _find_deprecated_members(names: set[str], findings: _Findings) -> None:
             reported.add(id(obj))
 
 
+def _find_deprecated_arguments(names: set[str], findings: _Findings) -> None:
+    """Arguments the installed sources warn are deprecated, of the documented APIs and our entries."""
+    apis: dict[int, str] = {}
+    for name in sorted(names, key=lambda n: ("._" in n, n.count("."), n)):
+        obj = _resolve(name) if name.startswith("torch.") else None
+        if obj is not None:
+            apis.setdefault(id(obj), name)
+    for path, arguments in deprecation.installed_argument_deprecations().items():
+        obj = _resolve(path)
+        if obj is None or id(obj) not in apis:
+            continue
+        for argument, dep in arguments.items():
+            findings.arguments.setdefault((apis[id(obj)], argument), dep)
+
+
 def _find_undocumented(documented: set[str], documented_objects: dict[int, str], findings: _Findings) -> None:
     for name in covered_public_names():
         obj = _resolve(name)
@@ -326,6 +343,19 @@ def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
         dep = findings.deprecated[name]
         replacement = f"`{dep.replacement}`" if dep.replacement else ""
         lines.append(f"| `{name}` | {replacement} | {table_cell(dep.message, fold_whitespace=True)} |")
+    lines += [
+        "",
+        f"## Deprecated arguments in torch {torch_version} ({len(findings.arguments)})",
+        "",
+        "Arguments of the documented APIs whose use warns (a deprecation warning, read from the installed "
+        "sources like the names above, whose subject is the function's own parameter): the API itself stays.",
+        "",
+        "| API | argument | replacement | message |",
+        "|---|---|---|---|",
+    ]
+    for (name, argument), dep in sorted(findings.arguments.items()):
+        replacement = f"`{dep.replacement}`" if dep.replacement else ""
+        lines.append(f"| `{name}` | `{argument}` | {replacement} | {table_cell(dep.message, fold_whitespace=True)} |")
     lines += [
         "",
         f"## Documented but missing from torch {torch_version} ({len(findings.unresolved)})",
