@@ -10,6 +10,7 @@ import pytest
 
 from fsdp_skill.build.what_changed import (
     END,
+    LEGACY_STARTS,
     START,
     Group,
     WhatChangedError,
@@ -131,7 +132,7 @@ def test_render_lists_replacements_bare_deprecations_and_documented_new_names_on
     ]
     assert "- `dist`: `old_op` → `new_op`; `gone` (none named)" in block
     assert new_names(SMALL_DRIFT) == ["torch.distributed.fsdp.NewThing"]  # Logger: no docstring, not a listed module
-    assert "NewThing" not in block and "1 more in [api-drift.md]" in block  # no API entry: only counted
+    assert "NewThing" not in block and "no upstream doc page" not in block  # no API entry: api-drift.md only
 
 
 def test_sync_rewrites_only_between_the_markers_and_check_mode_leaves_the_file(tmp_path: Path) -> None:
@@ -144,6 +145,11 @@ def test_sync_rewrites_only_between_the_markers_and_check_mode_leaves_the_file(t
     text = skill.read_text()
     assert "stale line" not in text and text.startswith("# Skill\n\nbefore\n") and text.endswith("\nafter\n")
     assert sync_skill(tmp_path, SMALL_DRIFT, catalog, write=False) is False
+
+
+def test_a_skill_md_with_an_earlier_start_marker_is_rewritten_with_the_current_one() -> None:
+    old = f"# Skill\n{LEGACY_STARTS[0]}\nstale\n{END}\nafter\n"
+    assert apply_block(old, f"{START}\nnew\n{END}") == f"# Skill\n{START}\nnew\n{END}\nafter\n"
 
 
 def test_a_skill_md_without_markers_is_a_clear_error() -> None:
