@@ -98,6 +98,12 @@ class Deprecation(_Model):
     message: str
     replacement: str | None = None
 
+    def text(self, quote: str = "") -> str:
+        """The message, plus "Use <replacement> instead." unless the message already names it."""
+        if self.replacement and self.replacement not in self.message:
+            return f"{self.message} Use {quote}{self.replacement}{quote} instead."
+        return self.message
+
 
 class ApiEntry(_Model):
     """One documented public name, resolved from the installed torch's docstring."""

@@ -143,8 +143,7 @@ def _section_document(section: Section) -> Document:
 def _api_text_blocks(entry: ApiEntry) -> list[Block]:
     blocks: list[Block] = []
     if entry.deprecation:
-        replacement = f" Use `{entry.deprecation.replacement}` instead." if entry.deprecation.replacement else ""
-        blocks.append(("text", f"Deprecated: {entry.deprecation.message}{replacement}"))
+        blocks.append(("text", f"Deprecated: {entry.deprecation.text(quote='`')}"))
     if entry.signature:
         blocks.append(code_block(entry.signature))
     if entry.summary:
