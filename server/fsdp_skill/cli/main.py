@@ -41,7 +41,14 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="GitHub API base for commits and trees (default https://api.github.com; env FSDP_SKILL_GITHUB_API)",
     )
-    p.set_defaults(handler="fsdp_skill.upstream.fetch:cli_fetch")
+    p.add_argument("--release", action="append", metavar="X.Y.Z",
+                   help="torch release whose API to read (default: every one in assets/torch-releases.toml); "
+                   "repeatable; releases not named are dropped from upstream/torch-api/")
+    p.add_argument("--refresh-releases", action="store_true",
+                   help="download and read every release again, not only those missing from upstream/torch-api/")
+    p.add_argument("--only-releases", action="store_true", help="only the torch releases' API, not the docs")
+    p.add_argument("--skip-releases", action="store_true", help="only the docs, not the torch releases' API")
+    p.set_defaults(handler="fsdp_skill.cli.fetch:cli_fetch")
 
 
 def _add_regenerate(sub: argparse._SubParsersAction) -> None:
