@@ -18,32 +18,21 @@ import inspect
 import re
 from typing import Any
 
+from fsdp_skill.apidoc.deprecation_source import clean_message, deprecations_in_source, replacement_in, subjects
 from fsdp_skill.core.catalog import Deprecation
 
-_REPLACEMENT = [
-    re.compile(r"\b(?:use|using|switch to|migrate to)\s+(?P<quote>[`'\"]*)(?P<name>[\w.]+(?:\(\))?)", re.IGNORECASE),
-    re.compile(r"\bin favou?r of\s+(?P<quote>[`'\"]*)(?P<name>[\w.]+(?:\(\))?)", re.IGNORECASE),
-    re.compile(r"\breplaced (?:by|with)\s+(?P<quote>[`'\"]*)(?P<name>[\w.]+(?:\(\))?)", re.IGNORECASE),
+__all__ = [
+    "deprecations_in_source",
+    "detect",
+    "from_attribute",
+    "from_docstring",
+    "from_source",
+    "from_summary",
+    "replacement_in",
+    "subjects",
 ]
 
-
-def _looks_like_api_name(name: str) -> bool:
-    """`use it`, `use APIs` are English; an API name has a dot, an underscore, () or CamelCase."""
-    return bool(re.search(r"[._]|\(\)$|^[A-Z][a-z]+[A-Z]", name)) and not name.isupper()
-
-
-def replacement_in(message: str) -> str | None:
-    for pattern in _REPLACEMENT:
-        for match in pattern.finditer(message):
-            name = match.group("name").rstrip(".").removesuffix("()")
-            if match.group("quote") or _looks_like_api_name(name):
-                return name
-    return None
-
-
-def _clean(message: str) -> str:
-    message = re.sub(r":(?:func|meth|class|attr):`~?([^`]+)`", r"\1", message)
-    return " ".join(message.replace("``", "`").split())
+_clean = clean_message
 
 
 def from_attribute(obj: Any) -> Deprecation | None:
