@@ -2,12 +2,12 @@
 
     files = {"torch/distributed/fsdp/__init__.py": "...", ...}     # a wheel's .py sources
     facts = read_release(files)                                    # {qualified name: fact}
-    text = dump_facts("2.13.0", facts)                             # the cache file's JSON
 
 A fact is a small dict: `kind` (module, function, class, method, property, classmethod, staticmethod,
 data, external), `params` (for callables: [name, kind, default] with kind '' positional-or-keyword,
 '/' positional-only, '*' *args, 'kw' keyword-only, '**' **kwargs, default the source text or null),
-`doc` (the docstring's first line), `deprecated` ([message, replacement or null]) and `origin`
+`doc` (the docstring's first line), `deprecated` ([message, replacement or null], from
+`apidoc.deprecation_source.deprecations_in_source`) and `origin`
 ('module:qualname' where the object is defined: two names with one origin are one object, which is how
 a move such as `_composable.fsdp.fully_shard` -> `fsdp.fully_shard` is recognised).
 
@@ -21,11 +21,11 @@ shortest public name.
 from __future__ import annotations
 
 import ast
-import json
 from typing import Any
 
-from fsdp_skill.apidoc.deprecation import replacement_in
+from fsdp_skill.apidoc.deprecation import deprecations_in_source
 from fsdp_skill.apidoc.release_source import Binding, ReleaseSource
+from fsdp_skill.core.catalog import Deprecation
 
 ROOTS = ("torch.distributed", "torch.utils.checkpoint")
 # Private packages of torch.distributed that users import by that path (and that moved: `_composable.fsdp`
@@ -37,8 +37,6 @@ SKIPPED_MODULES = ("torch.distributed._tensor.ops",)
 DOC_CHARS = 160
 DEFAULT_CHARS = 80
 MESSAGE_CHARS = 400
-_DEPRECATORS = ("deprecated", "_deprecated", "deprecate")
-_WARN_CALLS = ("warn", "_warn", "warn_deprecated")
 
 Fact = dict[str, Any]
 
@@ -104,117 +102,22 @@ def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
     return names
 
 
-# --- deprecations, read from the AST -------------------------------------------------------------------
+# --- deprecations -------------------------------------------------------------------------------------
 
 
-def _string(node: ast.AST, constants: dict[str, str], values: dict[str, str] | None = None) -> str | None:
-    """The text of a string literal, a concatenation, an f-string (its `{name}` parts filled from `values`
-    when known), or a module-level string constant."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.Name):
-        return (values or {}).get(node.id, constants.get(node.id))
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for value in node.values:
-            if isinstance(value, ast.Constant):
-                parts.append(str(value.value))
-            elif isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Name) and values \
-                    and value.value.id in values:
-                parts.append(values[value.value.id])
-            else:
-                parts.append("{…}")
-        return "".join(parts)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _string(node.left, constants, values), _string(node.right, constants, values)
-        return left + right if left is not None and right is not None else None
-    return None
+def _as_fact(deprecation: Deprecation) -> list[Any]:
+    return [_short(deprecation.message, MESSAGE_CHARS), deprecation.replacement]
 
 
-def _deprecation(message: str) -> list[Any]:
-    text = " ".join(message.replace("``", "`").split())
-    return [_short(text, MESSAGE_CHARS), replacement_in(text)]
-
-
-def _is_deprecation_warning(call: ast.Call, constants: dict[str, str], values: dict[str, str] | None) -> str | None:
-    """The message of `warnings.warn("... deprecated ...", FutureWarning|DeprecationWarning)`, else None."""
-    func = call.func
-    name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if name not in _WARN_CALLS or not call.args:
-        return None
-    category = ast.unparse(call.args[1]) if len(call.args) > 1 else next(
-        (ast.unparse(k.value) for k in call.keywords if k.arg == "category"), "")
-    message = _string(call.args[0], constants, values)
-    if message and "deprecat" in message.lower() and ("FutureWarning" in category or "DeprecationWarning" in category):
-        return message
-    return None
-
-
-def deprecation_of(node: ast.AST, module: str, source: ReleaseSource, constants: dict[str, str]) -> list[Any] | None:
-    """[message, replacement] when a def/class is deprecated: a `@deprecated("...")` decorator, or a
-    deprecation warning as a top-level statement of its body (of `__init__` for a class) — directly, or
-    through a helper of the same module called with constant arguments (`_deprecated("broadcast",
-    "torch.distributed._functional_collectives.broadcast")` in torch.distributed.nn.functional). A warning
-    under an `if` concerns one argument or one path, not the API, and is not counted."""
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return None
-    for decorator in node.decorator_list:
-        if isinstance(decorator, ast.Call) and decorator.args and \
-                ast.unparse(decorator.func).rsplit(".", 1)[-1] in _DEPRECATORS:
-            message = _string(decorator.args[0], constants)
-            if message:
-                return _deprecation(message)
-    body = node.body
-    if isinstance(node, ast.ClassDef):
-        init = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
-        body = init.body if init else []
-    for statement in body:
-        call = statement.value if isinstance(statement, ast.Expr) else None
-        if not isinstance(call, ast.Call):
-            continue
-        message = _is_deprecation_warning(call, constants, None)
-        if message is None and isinstance(call.func, ast.Name):
-            message = _through_helper(call, module, source, constants)
-        if message:
-            return _deprecation(message)
-    return None
-
-
-def _through_helper(call: ast.Call, module: str, source: ReleaseSource, constants: dict[str, str]) -> str | None:
-    helper = source.lookup(module, call.func.id) if isinstance(call.func, ast.Name) else None
-    if helper is None or helper.kind != "def" or not isinstance(helper.node, ast.FunctionDef):
-        return None
-    names = [a.arg for a in [*helper.node.args.posonlyargs, *helper.node.args.args]]
-    values = {n: a.value for n, a in zip(names, call.args, strict=False)
-              if isinstance(a, ast.Constant) and isinstance(a.value, str)}
-    values |= {k.arg: k.value.value for k in call.keywords
-               if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
-    for statement in helper.node.body:
-        inner = statement.value if isinstance(statement, ast.Expr) else None
-        if isinstance(inner, ast.Call) and (message := _is_deprecation_warning(inner, constants, values)):
-            return message
-    return None
-
-
-def _module_deprecation(tree: ast.Module, constants: dict[str, str]) -> list[Any] | None:
-    """A module that warns about its own deprecation when imported (a top-level warn, or one under an `if`)."""
-    for statement in tree.body:
-        candidates = [statement] + (statement.body if isinstance(statement, ast.If) else [])
-        for candidate in candidates:
-            call = candidate.value if isinstance(candidate, ast.Expr) else None
-            if isinstance(call, ast.Call) and (message := _is_deprecation_warning(call, constants, None)):
-                return _deprecation(message)
-    return None
-
-
-def _constants(tree: ast.Module) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-            target = statement.targets[0]
-            text = _string(statement.value, found) if isinstance(target, ast.Name) else None
-            if isinstance(target, ast.Name) and text is not None:
-                found[target.id] = text
+def release_deprecations(source: ReleaseSource) -> dict[str, Deprecation]:
+    """Every deprecation the release's sources state, keyed by dotted path (`module.qualname` where the
+    name is defined, or the path it is imported from): `apidoc.deprecation_source` over each module."""
+    found: dict[str, Deprecation] = {}
+    for name, module in sorted(source.modules.items()):
+        try:
+            found.update(deprecations_in_source(module.text, name, is_package=module.is_package))
+        except (SyntaxError, RecursionError):
+            continue  # ReleaseSource parsed it, so this cannot happen short of a pathological file
     return found
 
 
@@ -236,20 +139,17 @@ def _in_init(value: ast.expr | None) -> bool:
 class _Reader:
     def __init__(self, source: ReleaseSource) -> None:
         self.source = source
-        self._constants: dict[str, dict[str, str]] = {}
+        self.deprecations = release_deprecations(source)
 
-    def constants(self, module: str) -> dict[str, str]:
-        if module not in self._constants:
-            found = self.source.modules.get(module)
-            self._constants[module] = _constants(found.tree) if found else {}
-        return self._constants[module]
-
-    def callable_fact(self, node: ast.FunctionDef | ast.AsyncFunctionDef, module: str, kind: str,
-                      drop_first: bool) -> Fact:
-        fact: Fact = {"kind": kind, "params": params_of(node, drop_first), "doc": _first_line(node)}
-        if dep := deprecation_of(node, module, self.source, self.constants(module)):
-            fact["deprecated"] = dep
+    def deprecate(self, fact: Fact, *paths: str) -> Fact:
+        """Record the first deprecation stated for any of `paths` (the public name, where it is defined)."""
+        found = next((self.deprecations[p] for p in paths if p in self.deprecations), None)
+        if found is not None:
+            fact["deprecated"] = _as_fact(found)
         return fact
+
+    def callable_fact(self, node: ast.FunctionDef | ast.AsyncFunctionDef, kind: str, drop_first: bool) -> Fact:
+        return {"kind": kind, "params": params_of(node, drop_first), "doc": _first_line(node)}
 
     def class_init(self, node: ast.ClassDef, module: str, depth: int = 0) -> list[list[Any]] | None:
         """The constructor's parameters: `__init__` in the body, dataclass / NamedTuple fields, or the
@@ -286,14 +186,12 @@ class _Reader:
         origin = f"{defining}:{name}"
         node = binding.node
         if binding.kind == "def" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            fact = self.callable_fact(node, defining, "function", drop_first=False)
+            fact = self.callable_fact(node, "function", drop_first=False)
         elif binding.kind == "class" and isinstance(node, ast.ClassDef):
             fact = {"kind": "class", "doc": _first_line(node)}
             init = self.class_init(node, defining)
             if init is not None:
                 fact["params"] = init
-            if dep := deprecation_of(node, defining, self.source, self.constants(defining)):
-                fact["deprecated"] = dep
         elif binding.kind == "module":
             module = self.source.modules.get(binding.source)
             fact = {"kind": "module", "doc": _first_line(module.tree) if module else ""}
@@ -305,7 +203,7 @@ class _Reader:
         else:
             fact = {"kind": "data"}
         fact["origin"] = origin
-        return fact
+        return self.deprecate(fact, origin.replace(":", "."))
 
     def members(self, node: ast.ClassDef, module: str) -> dict[str, Fact]:
         """The public methods and properties defined in the class body (not inherited ones)."""
@@ -320,8 +218,8 @@ class _Reader:
             if kind == "property" or "cached_property" in decorators:
                 fact: Fact = {"kind": "property", "doc": _first_line(statement)}
             else:
-                fact = self.callable_fact(statement, module, kind, drop_first=kind != "staticmethod")
-            found[statement.name] = fact
+                fact = self.callable_fact(statement, kind, drop_first=kind != "staticmethod")
+            found[statement.name] = self.deprecate(fact, f"{module}.{node.name}.{statement.name}")
         return found
 
 
@@ -335,11 +233,11 @@ def read_release(files: dict[str, str]) -> dict[str, Fact]:
         if not public_module(module_name):
             continue
         module = source.modules[module_name]
-        constants = reader.constants(module_name)
-        module_fact: Fact = {"kind": "module", "doc": _first_line(module.tree), "origin": module_name}
-        if dep := _module_deprecation(module.tree, constants):
-            module_fact["deprecated"] = dep
-        facts[module_name] = module_fact
+        # `from .fully_shard import fully_shard` in a package rebinds the submodule's name to the function:
+        # an export read earlier (the package sorts first) wins over the submodule of the same name.
+        if module_name not in facts:
+            facts[module_name] = reader.deprecate(
+                {"kind": "module", "doc": _first_line(module.tree), "origin": module_name}, module_name)
         for name in source.exports(module_name):
             resolved = source.resolve(module_name, name)
             if resolved is None:
@@ -347,7 +245,7 @@ def read_release(files: dict[str, str]) -> dict[str, Fact]:
             defining, real_name, binding = resolved
             if binding.kind == "module" and binding.source == f"{module_name}.{name}":
                 continue  # a submodule: it has its own entry
-            fact = reader.fact(defining, real_name, binding)
+            fact = reader.deprecate(reader.fact(defining, real_name, binding), f"{module_name}.{name}")
             facts[f"{module_name}.{name}"] = fact
             if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
                 classes.setdefault(fact["origin"], []).append((f"{module_name}.{name}", binding.node, defining))
@@ -357,17 +255,3 @@ def read_release(files: dict[str, str]) -> dict[str, Fact]:
             facts[f"{public}.{member}"] = fact
     return dict(sorted(facts.items()))
 
-
-def dump_facts(release: str, facts: dict[str, Fact]) -> str:
-    """The cache file: one name per line (so git stores a new release as a small delta), keys sorted."""
-    lines = [json.dumps(name, ensure_ascii=False) + ": " + json.dumps(fact, sort_keys=True, ensure_ascii=False,
-                                                                       separators=(",", ":"))
-             for name, fact in sorted(facts.items())]
-    head = json.dumps({"release": release, "schema": 1}, sort_keys=True)
-    return "{\"meta\": " + head + ",\n\"names\": {\n" + ",\n".join(lines) + "\n}}\n"
-
-
-def load_facts(text: str) -> tuple[str, dict[str, Fact]]:
-    """(release, facts) from a cache file written by `dump_facts`."""
-    data = json.loads(text)
-    return str(data["meta"]["release"]), dict(data["names"])

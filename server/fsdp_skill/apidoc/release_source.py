@@ -19,8 +19,8 @@ from pathlib import PurePosixPath
 # Modules whose names come from C++ (torch._C): they are not in the wheel's .py files, so a name imported
 # from them is recorded as "external" (it exists, its signature is not read).
 EXTERNAL_PREFIXES = ("torch._C",)
-# Where a module-level `from X import name` counts as a re-export when the module has no `__all__`: the
-# stdlib's and typing's names that every module imports are not part of torch's API.
+# Where a package's `from X import name` counts as a re-export when it has no `__all__`: the stdlib's and
+# typing's names that every module imports are not part of torch's API.
 REEXPORT_PREFIXES = ("torch.distributed", "torch.utils.checkpoint", "torch._C._distributed")
 MAX_ALIAS_DEPTH = 12  # longest chain of re-exports followed (cycles stop here too)
 
@@ -48,6 +48,7 @@ class Binding:
 class Module:
     name: str
     path: str
+    text: str
     tree: ast.Module
     is_package: bool
     bindings: dict[str, Binding] = field(default_factory=dict)
@@ -118,7 +119,7 @@ class ReleaseSource:
                 self.unparsed.append(path)
                 continue
             name = module_name(path)
-            module = Module(name, path, tree, path.endswith("__init__.py"))
+            module = Module(name, path, files[path], tree, path.endswith("__init__.py"))
             self._bind(module)
             self.modules[name] = module
         self._exports: dict[str, list[str]] = {}
@@ -219,10 +220,13 @@ class ReleaseSource:
         if declared is not None:
             names = declared
         else:
+            # Without __all__: what the module defines, and, for a package's __init__, what it imports from
+            # torch.distributed (a package gathering its submodules' names). A plain module's imports are
+            # its own dependencies (`from torch.distributed.tensor import DTensor` in a debug helper), not API.
             names = [
                 name for name, b in module.bindings.items()
                 if not name.startswith("_") and b.kind != "module"
-                and (b.kind != "import" or b.source.startswith(REEXPORT_PREFIXES))
+                and (b.kind != "import" or (module.is_package and b.source.startswith(REEXPORT_PREFIXES)))
             ]
             for source in module.star_imports:
                 names += [n for n in self.exports(source) if n not in module.bindings]

@@ -77,6 +77,22 @@ def _add_show(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="fsdp_skill.cli.search:cli_show")
 
 
+def _add_history(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("history", help="in which torch releases (2.4 on) an API exists, its deprecation, moves and "
+                       "parameter changes (the api_history tool)")
+    p.add_argument("name", help="qualified or short name: fully_shard, dist.all_gather_single, FSDPModule.unshard")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="fsdp_skill.cli.history:cli_history")
+    w = sub.add_parser("what-changed", help="what was added, deprecated, removed, moved, re-signed between two "
+                       "torch releases (the what_changed tool)")
+    w.add_argument("from_version", metavar="FROM", help="the older torch, e.g. 2.8 or 2.8.0")
+    w.add_argument("to_version", metavar="TO", nargs="?", help="the newer torch (default: the pinned one)")
+    w.add_argument("--area", choices=["fsdp", "checkpoint", "tensor", "device_mesh", "pipelining", "collectives",
+                                      "other"], help="only this part of the API")
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(handler="fsdp_skill.cli.history:cli_what_changed")
+
+
 def _add_api(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("api", help="list every public name with its one-line summary, by module (the list_api tool)")
     p.add_argument("--module", help="only this module and its submodules (torch.distributed.checkpoint, dcp, dist)")
@@ -179,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_regenerate,
         _add_search,
         _add_show,
+        _add_history,
         _add_api,
         _add_serve,
         _add_verify,

@@ -57,6 +57,8 @@ def cli_search(args: argparse.Namespace) -> int:
 
 def render_api(entry: ApiEntryResult) -> Group:
     parts: list = [Text(f"{entry.qualified_name}  ({entry.kind}, torch {entry.torch_version})", style="bold")]
+    if entry.since:
+        parts.append(Text(f"torch releases: {entry.since}", style="cyan"))
     if entry.deprecation:
         replacement = f" Use {entry.deprecation.replacement} instead." if entry.deprecation.replacement else ""
         parts.append(Panel(Text(entry.deprecation.message + replacement), title="deprecated", style="yellow"))
