@@ -28,7 +28,7 @@ from pathlib import Path
 from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import MissingName
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
-from fsdp_skill.build import code_names, what_changed
+from fsdp_skill.build import api_history, code_names, what_changed
 from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
 from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
@@ -138,6 +138,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         page_code=blocks,
     )
     out.files[CATALOG_FILE] = dump_catalog(catalog)
+    # The API timeline across the releases read (upstream/torch-api/), not the installed torch.
+    out.files.update(api_history.history_files(root, torch_version))
     problems, covered = problems_and_coverage(out.files, catalog)
     return Output(
         files=out.files,

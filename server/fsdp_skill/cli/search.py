@@ -57,6 +57,8 @@ def cli_search(args: argparse.Namespace) -> int:
 
 def render_api(entry: ApiEntryResult) -> Group:
     parts: list = [Text(f"{entry.qualified_name}  ({entry.kind}, torch {entry.torch_version})", style="bold")]
+    if entry.since:
+        parts.append(Text(f"torch releases: {entry.since}", style="cyan"))
     if entry.deprecation:
         dep = entry.deprecation
         named = dep.replacement and dep.replacement not in dep.message  # "use X instead" already says it

@@ -12,5 +12,6 @@ pulling in pydantic.
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
 __all__ = [
-    "atomic", "catalog", "errors", "limits", "markdown", "paths", "quoting", "scratch", "torch_version", "vocabulary",
+    "api_history", "atomic", "catalog", "errors", "limits", "markdown", "paths", "quoting", "scratch",
+    "torch_version", "vocabulary",
 ]

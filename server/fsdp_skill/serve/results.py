@@ -123,6 +123,8 @@ class ApiEntryResult(BaseModel):
     other_matches: list[str] = Field(
         default_factory=list, description="Other API entries the same short name could mean; call get_api with one."
     )
+    since: str | None = Field(default=None, description="From which torch release it exists (and its parameters, "
+                              "deprecation, earlier names) across the releases read; api_history has the detail.")
 
 
 class ReferenceInfo(BaseModel):

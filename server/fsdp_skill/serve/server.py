@@ -27,6 +27,7 @@ from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
+from fsdp_skill.serve.history import ApiHistoryResult, HistoryArea, WhatChangedResult
 from fsdp_skill.serve.http import idle_timeout_s, listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.results import (
@@ -80,6 +81,7 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version, search_mode=box.index.search_mode),
     )
     _add_reading_tools(server, box)
+    _add_history_tools(server, box)
     _add_example_tools(server, box)
     if allow_run:
         _add_verify_tool(server, box)
@@ -161,6 +163,35 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
     def list_references() -> ReferenceList:
         """The reference files: name, title, what each covers, and its size in tokens."""
         return _answer(box.list_references)
+
+
+def _add_history_tools(server: MCPServer, box: Toolbox) -> None:
+    """The API timeline across torch releases (references/api-history.json)."""
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def api_history(
+        symbol: Annotated[str, Field(description="Qualified or short name, as for get_api: 'fully_shard', "
+                                     "'dist.all_gather_single', 'torch.distributed.fsdp.FSDPModule.unshard'.")],
+    ) -> ApiHistoryResult:
+        """In which torch releases (2.4 on) an API exists, from which it is deprecated and for what, where it
+        lived before a move, and how its parameters changed. Call it before using an API when the user's
+        torch is not the pinned one: e.g. dist.all_gather_single exists from 2.13 only."""
+        return _answer(lambda: box.api_history(symbol))
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def what_changed(
+        from_version: Annotated[str, Field(description="The older torch, e.g. the user's: '2.8' or '2.8.0'.")],
+        to_version: Annotated[
+            str | None, Field(description="The newer torch; omit for the pinned release the checks run on.")
+        ] = None,
+        area: Annotated[
+            HistoryArea | None, Field(description="Only this part of the API; omit for all, most important first.")
+        ] = None,
+    ) -> WhatChangedResult:
+        """What was added, deprecated, removed, moved and re-signed in torch.distributed (FSDP, DCP, DTensor,
+        DeviceMesh, pipelining, collectives) between two torch releases. Use it when the user's torch differs
+        from the pinned one, before writing code: advice for the pinned torch may not exist on theirs."""
+        return _answer(lambda: box.what_changed(from_version, to_version, area))
 
 
 def _add_example_tools(server: MCPServer, box: Toolbox) -> None:
