@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from fsdp_skill.core.errors import FsdpSkillError, UserError
 from fsdp_skill.core.limits import DEFAULT_MAX_RANKS, DEFAULT_MAX_RUNS, DEFAULT_SESSION_IDLE_S
+from fsdp_skill.core.streams import stdout_closed
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
@@ -184,6 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:  # `fsdp-skill api --all | head`: the reader left; stop quietly (core/streams.py)
+        return stdout_closed()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     module_name, func_name = args.handler.split(":")
     try:
