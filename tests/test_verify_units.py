@@ -433,3 +433,17 @@ def test_a_name_error_raised_inside_library_code_is_not_mistaken_for_a_fragment(
     result = _run_in_process("torch.distributed.all_reduce", "eval('missing_inside_eval', {})")
     assert result["error"]["type"] == "NameError"
     assert "undefined_name" not in result["error"]
+
+
+@pytest.mark.torch
+def test_a_platform_requirement_skips_only_on_another_operating_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fsdp_skill.verify import plan
+
+    caps = plan.Capabilities("2.13.0", False, 0, False, True, True, True)
+    entry = {"id": "torch.utils.checkpoint.checkpoint#1", "world_size": 1, "requires": ["platform:linux"]}
+    spec = spec_from_entry({**entry, "steps": _steps(("x = 1", None))})
+    monkeypatch.setattr(plan.sys, "platform", "linux")
+    assert plan.skip_reason(spec, "gloo", 1, caps) is None
+    monkeypatch.setattr(plan.sys, "platform", "darwin")
+    reason = plan.skip_reason(spec, "gloo", 1, caps)
+    assert reason is not None and reason.startswith("needs linux:") and "pip install" not in reason
