@@ -119,6 +119,32 @@ def test_code_blocks_the_conversion_left_empty_are_dropped_and_reported_once() -
     assert warnings == ["1 empty code blocks ('```python') in the converted page: dropped"]
 
 
+def test_a_link_wrapped_by_a_browser_pdf_viewer_is_unwrapped_and_other_foreign_schemes_lose_the_link() -> None:
+    warnings: list[str] = []
+    checker = PageChecker("upstream/p.rst", lambda origin, line, message: warnings.append(message))
+    checker.source(b"T\n=\n", "rst")
+    page = ("# T\n\n- [PT2](chrome-extension://efaidnbmnnnibpcajpcglclefindmkaj/https://static.sched.com/a%5Bb%5D.pdf)"
+            "\n- [notes](file:///home/me/notes.html), [web](https://pytorch.org) and [here](fsdp2.md#x)\n\n"
+            "```\n[kept](file:///in/code)\n```\n")
+    assert checker.converted(page) == (
+        "# T\n\n- [PT2](https://static.sched.com/a%5Bb%5D.pdf)\n"
+        "- notes, [web](https://pytorch.org) and [here](fsdp2.md#x)\n\n```\n[kept](file:///in/code)\n```\n"
+    )
+    assert warnings == ["a file: link cannot be followed by a reader (file:///home/me/notes.html): kept its text only"]
+
+
+def test_the_output_checks_flag_links_a_reader_cannot_follow() -> None:
+    found = artefacts("# T\n\n[a](chrome-extension://id/https://x.org/a.pdf) [b](file:///x) [c](https://x.org)\n")
+    assert [problem for _, problem, _ in found] == ["link a reader cannot follow",
+                                                    "link a reader cannot follow (chrome-extension:)"]
+
+
+def test_no_reference_file_links_anything_but_the_web_mail_or_a_relative_path() -> None:
+    for reference in sorted((ROOT / "references").glob("*.md")):
+        found = [f for f in artefacts(reference.read_text(encoding="utf-8")) if "cannot follow" in f[1]]
+        assert found == [], reference.name
+
+
 def test_the_output_checks_flag_empty_blocks_control_characters_and_literal_fences_in_prose() -> None:
     found = {
         problem for _, problem, _ in artefacts("# T\n\n```python\n```\n\nA \x1b[0m b.\n\nSee\n\\```python x = 1\n")

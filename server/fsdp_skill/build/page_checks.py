@@ -18,8 +18,10 @@ from typing import Literal
 
 from fsdp_skill.build.markdown_checks import (
     CONTROL_CHARACTERS,
+    code_line_numbers,
     empty_fence_spans,
     fence_is_closed,
+    foreign_scheme,
 )
 from fsdp_skill.convert.myst_tokens import myst_parser
 
@@ -56,7 +58,9 @@ class PageChecker:
         return "\n".join(lines)
 
     def converted(self, markdown: str) -> str:
-        """Drop code blocks the conversion left empty; warn about those the source check did not name."""
+        """Drop code blocks the conversion left empty (warning about those the source check did not name),
+        and repair links a reader cannot follow."""
+        markdown = _web_links_only(markdown, self.origin, self.warn)
         spans = empty_fence_spans(markdown)
         lines = markdown.split("\n")
         if len(spans) > self.empty_directives:
@@ -101,6 +105,37 @@ def _cut_short(text: str, manifest_chars: int | None, origin: str, warn: Warn) -
     elif not text.endswith("\n") and _UNFINISHED_LINE.match(lines[-1]):
         warn(origin, len(lines), f"the page stops mid-sentence with no final newline ({lines[-1][-40:]!r}): it looks "
                                  "cut short; run `fsdp-skill fetch` again")
+
+
+# `[text](target)` / `![alt](target)` whose target has a scheme: the shape both converters emit.
+_SCHEMED_LINK = re.compile(r"(?P<bang>!?)\[(?P<text>[^\]]*)\]\((?P<url>[a-zA-Z][a-zA-Z0-9+.-]*:[^)\s]*)\)")
+# A browser viewer's wrapper around a web address (chrome-extension://<id>/https://…): the address inside.
+_WRAPPED_WEB_URL = re.compile(r"https?://\S+$")
+
+
+def _web_links_only(markdown: str, origin: str, warn: Warn) -> str:
+    """Links (outside code) whose scheme a reader cannot follow (markdown_checks.WEB_SCHEMES): one that wraps a
+    web address (a PDF viewer's `chrome-extension://<id>/https://…`, pasted from the browser into a tutorial)
+    becomes that address, a known repair like resolving a relative link; any other keeps its text and loses
+    the link, with a warning naming the page."""
+    code = code_line_numbers(markdown)
+    lines = markdown.split("\n")
+    for number, line in enumerate(lines):
+        if number in code or "](" not in line:
+            continue
+
+        def repair(match: re.Match[str]) -> str:
+            url, scheme = match.group("url"), foreign_scheme(match.group("url"))
+            if scheme is None:
+                return match.group(0)
+            inner = _WRAPPED_WEB_URL.search(url[len(scheme) + 1 :])
+            if inner:
+                return f"{match.group('bang')}[{match.group('text')}]({inner.group(0)})"
+            warn(origin, 0, f"a {scheme}: link cannot be followed by a reader ({url[:80]}): kept its text only")
+            return match.group("text")
+
+        lines[number] = _SCHEMED_LINK.sub(repair, line)
+    return "\n".join(lines)
 
 
 def _drop_control_characters(text: str, origin: str, warn: Warn) -> str:
