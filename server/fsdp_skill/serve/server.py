@@ -25,6 +25,7 @@ from fsdp_skill import __version__
 from fsdp_skill.core.errors import FsdpSkillError
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
+from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
 from fsdp_skill.serve.history import ApiHistoryResult, HistoryArea, WhatChangedResult
@@ -356,7 +357,24 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def lexical_note(server_mode: str) -> str | None:
+    """The one stderr line a server in lexical mode starts with: what it cannot answer, and how to change that."""
+    if not server_mode.startswith("lexical"):
+        return None
+    if semantic.disabled_by_environment():
+        enable = "unset FSDP_SKILL_SEMANTIC to use the semantic side"
+    elif not semantic.installed():
+        enable = semantic.ENABLE_HINT
+    else:
+        enable = "run `fsdp-skill regenerate` in a checkout to store the document vectors"
+    return (f"fsdp-skill serve: search mode {server_mode}: a question with no English words or API names (Russian, "
+            f"Japanese, ...) finds nothing; {enable}")
+
+
 def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> None:
+    note = lexical_note(server_mode)
+    if note:  # once, at startup, on stdio too: clients log a server's stderr
+        print(note, file=sys.stderr, flush=True)
     if args.http:
         idle_s = idle_timeout_s(args.session_idle_timeout)
         sock = listen(args.host, args.port)
