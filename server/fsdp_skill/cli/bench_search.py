@@ -42,7 +42,7 @@ from fsdp_skill.serve.tools import Toolbox
 TARGETS = {
     "recall5": 0.95,
     "mrr": 0.85,
-    "multilingual_recall5": 0.75,
+    "multilingual_recall5": 0.85,
     "p50_ms": 2.0,
     "semantic_p50_ms": 25.0,
     "p99_ms": 10.0,
@@ -53,13 +53,15 @@ TARGETS = {
 # after the first tuning and later read, so it is dev too; dev2 was written from the docs (mostly plain
 # language that names no API) before its rankings were looked at, then tuned on with dev; blind was written
 # from the docs before any tuning and is never read to tune (its misses are not printed); ru/ja asks in
-# Russian and Japanese. Any other *.jsonl under tests/eval/ is reported too, under its file stem.
+# Russian and Japanese; mixed ru/ja asks in Russian or Japanese around API and product names (FSDP, NCCL, DCP,
+# fully_shard, torchrun), written and judged before the routing it measures was tuned. Any other *.jsonl under tests/eval/ is reported too, under its file stem.
 EVAL_SETS = (
     ("dev", "queries.jsonl"),
     ("dev held-out", "heldout.jsonl"),
     ("dev2", "dev2.jsonl"),
     ("blind", "blind.jsonl"),
     ("ru/ja", "multilingual.jsonl"),
+    ("mixed ru/ja", "mixed.jsonl"),
 )
 
 
@@ -429,7 +431,7 @@ def _report_quality(
                 f"{quality.recall5:6.3f}  {quality.mrr:6.3f}"
             )
         ours, plain = rows[0][1], rows[-1][1]
-        if label == "ru/ja":
+        if label in ("ru/ja", "mixed ru/ja"):
             print(
                 f"    target Recall@5 >= {TARGETS['multilingual_recall5']} "
                 f"{_mark(ours.recall5 >= TARGETS['multilingual_recall5'])}"

@@ -18,7 +18,8 @@ class ParsedQuery:
     alias_symbols: list[str] = field(default_factory=list)  # qualified names named by abbreviations
     highlight: list[str] = field(default_factory=list)  # lowercase strings to look for in snippets
     scopes: list[str] = field(default_factory=list)  # vocabulary scopes the query names
-    content_words: int = 0  # words left after stop words: how specific the query is
+    content_words: int = 0  # words left after stop words (words of another script included): how specific
+    other_words: int = 0  # words in a script other than Latin (query.foreign_words): only embeddings read them
     glued: list[str] = field(default_factory=list)  # adjacent prose words joined: "distributetensor"
     # Lowercase words the user wrote as prose (no identifiers, no hyphenated compounds), with their
     # synonyms: what "the question spells an API name in words" is checked against.
@@ -28,6 +29,14 @@ class ParsedQuery:
     # Neighbouring words of the query as typed (stop words dropped, lowercase [a-z0-9_] runs, the way the
     # FTS tokenizer splits): "split the world into groups" → (split, world), (world, groups).
     pairs: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def lexical_share(self) -> float:
+        """The share of the query's content words the lexical side can read (Latin words and names): 1 for
+        an English question, less for Russian or Japanese around API names, 0 with no Latin word."""
+        if not self.content_words:
+            return 1.0
+        return 1.0 - self.other_words / self.content_words
 
     @property
     def lexical(self) -> bool:

