@@ -33,6 +33,7 @@ from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic
 from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
+from fsdp_skill.build.skill_docs import skill_documents
 from fsdp_skill.build.topics import load_topics
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
@@ -137,6 +138,7 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         patterns=patterns,
         page_code=blocks,
     )
+    catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog))
     out.files[CATALOG_FILE] = dump_catalog(catalog)
     problems, covered = problems_and_coverage(out.files, catalog)
     return Output(
@@ -148,6 +150,16 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         coverage=covered,
         missing=registry.missing,
     )
+
+
+def _skill_texts(root: Path, drift: str, catalog: Catalog) -> dict[str, str]:
+    """SKILL.md as this run leaves it: its what-changed block regenerated (the documents cut from it
+    must match the file written next to them)."""
+    path = root / "SKILL.md"
+    if not path.is_file():
+        return {}
+    block = what_changed.render_block(drift, catalog)
+    return {"SKILL.md": what_changed.apply_block(path.read_text(encoding="utf-8"), block)}
 
 
 # --- writing -----------------------------------------------------------------------------------------

@@ -54,7 +54,8 @@ TARGETS = {
 # language that names no API) before its rankings were looked at, then tuned on with dev; blind was written
 # from the docs before any tuning and is never read to tune (its misses are not printed); ru/ja asks in
 # Russian and Japanese; mixed ru/ja asks in Russian or Japanese around API and product names (FSDP, NCCL, DCP,
-# fully_shard, torchrun), written and judged before the routing it measures was tuned. Any other *.jsonl under tests/eval/ is reported too, under its file stem.
+# fully_shard, torchrun), written and judged before the routing it measures was tuned. Any other *.jsonl
+# under tests/eval/ is reported too, under its file stem.
 EVAL_SETS = (
     ("dev", "queries.jsonl"),
     ("dev held-out", "heldout.jsonl"),

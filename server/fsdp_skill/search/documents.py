@@ -1,4 +1,4 @@
-"""Catalog → search documents: one per section, API entry, example and pattern.
+"""Catalog → search documents: one per section, API entry, example, pattern and skill-page part.
 
 Each document carries the columns the FTS index weighs differently (title, symbol, keys, body and
 the identifier parts of each) and its body cut into whole markdown blocks for snippets. A section
@@ -15,7 +15,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fsdp_skill.core.catalog import ApiEntry, Catalog, Example, Pattern, Section
+from fsdp_skill.core.catalog import ApiEntry, Catalog, Example, Pattern, Section, SkillDoc
 from fsdp_skill.search.anchors import anchor_texts
 from fsdp_skill.search.identifiers import body_identifier_parts, identifier_parts, is_identifier
 from fsdp_skill.search.snippets import Block, code_block, markdown_blocks
@@ -24,7 +24,7 @@ from fsdp_skill.search.vocabulary import vocabulary
 
 @dataclass
 class Document:
-    kind: str  # section | api | example | pattern
+    kind: str  # section | api | example | pattern | skill
     id: str
     title: str
     symbol: str | None
@@ -242,6 +242,27 @@ def _pattern_document(pattern: Pattern, root: Path) -> Document:
     )
 
 
+def _skill_document(doc: SkillDoc) -> Document:
+    """A pitfall, decision table, recipe or tuning section: its text as the body, the claim checks it
+    links (claims and docstrings: the behaviour in other words, the errors they provoke) at the anchors'
+    weight, below the page's own words."""
+    blocks = markdown_blocks(doc.markdown)
+    return Document(
+        kind="skill",
+        id=doc.id,
+        title=doc.title,
+        symbol=None,
+        reference=doc.file,
+        anchor=doc.anchor,
+        url=None,
+        blocks=blocks,
+        keys=doc.section,
+        body="\n\n".join(text for _, text in blocks),
+        payload=doc.model_dump(mode="json"),
+        anchors=doc.check_text,
+    )
+
+
 def split_pattern_source(source: str, suffix: str) -> tuple[str, list[str]]:
     """(prose, distinct code words) of a pattern file: its docstring and comments in full, and each word
     of its code once, in order of first use.
@@ -320,6 +341,7 @@ def catalog_documents(catalog: Catalog, root: Path) -> list[Document]:
     docs.extend(_api_document(entry, anchors.get(entry.qualified_name, [])) for entry in catalog.api)
     docs.extend(_example_document(example, api_by_name) for example in catalog.examples)
     docs.extend(_pattern_document(pattern, root) for pattern in catalog.patterns)
+    docs.extend(_skill_document(doc) for doc in catalog.skill)
     return docs
 
 

@@ -36,9 +36,10 @@ from fsdp_skill.search.vocabulary import vocabulary
 KINDS = DOCUMENT_KINDS
 POOL = 60
 # Examples are bare code: useful when asked for, noise otherwise.
-KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0}
-# Among equal scores: the exact reference first, then the verified recipe, the prose, the bare code.
-KIND_ORDER = {"api": 0, "pattern": 1, "section": 2, "example": 3}
+KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0, "skill": 1.0}
+# Among equal scores: the exact reference first, then the verified recipe, the skill's checked advice,
+# the prose, the bare code.
+KIND_ORDER = {"api": 0, "pattern": 1, "skill": 2, "section": 3, "example": 4}
 SCORE_DECIMALS = 3  # what search_docs reports; ties are judged at that precision
 # The kinds of document a named symbol lifts (its entry and its examples; sections and patterns are
 # about topics, not one name), by 1 + the name's strength.

@@ -99,12 +99,15 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
         limit: Annotated[int, Field(description=f"How many results, 1 to {MAX_LIMIT}.")] = 5,
         kind: Annotated[DocumentKind | None, Field(description="Only this kind of result; omit for all.")] = None,
     ) -> SearchResponse:
-        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns).
+        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns, and
+        the skill's own checked advice: SKILL.md pitfalls, decision tables and core recipe, tuning sections).
 
-        Understands API names whole or in parts (all_reduce, MixedPrecisionPolicy, TORCH_DISTRIBUTED_DEBUG)
-        and aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO). Each result has a short snippet; follow up
-        with get_api(symbol) for an API entry, read_reference(reference, section=anchor) for a section,
-        get_example(id) or get_pattern(id).
+        Understands API names whole or in parts (all_reduce, MixedPrecisionPolicy, TORCH_DISTRIBUTED_DEBUG),
+        aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO), parameter names, pasted error messages, and
+        questions in other languages (Russian, Japanese) when the semantic side is installed. kind: section,
+        api, example, pattern or skill. Each result has a short snippet; follow up with get_api(symbol) for
+        an API entry, read_reference(reference, section=anchor) for a section, get_example(id) or
+        get_pattern(id); a skill result names its place in SKILL.md or assets/tuning.md.
         """
         return _answer(lambda: box.search_docs(query, limit, kind))
 
