@@ -195,3 +195,21 @@ def test_a_pasted_error_message_finds_its_pitfall(
     if dense and committed_index.dense is None:
         pytest.skip(committed_index.search_mode)
     assert expected in _ids(committed_index, message, dense)
+
+
+def test_api_parameters_are_a_field_of_their_entry_not_counted_twice_in_the_body() -> None:
+    from fsdp_skill.core.catalog import load_catalog
+    from fsdp_skill.search.documents import catalog_documents
+
+    catalog = load_catalog(ROOT / "references" / "catalog.json")
+    catalog.api = [e for e in catalog.api if e.qualified_name == "torch.distributed.init_process_group"]
+    catalog.sections, catalog.examples, catalog.patterns, catalog.skill = [], [], [], []
+    (doc,) = catalog_documents(catalog, ROOT)
+    assert "`timeout`" in doc.params and "Timeout for operations" in doc.params
+    assert "Timeout for operations" not in doc.body
+    assert any(text.startswith("Parameters: ") for _, text in doc.blocks)  # the snippet still shows them
+
+
+def test_a_question_about_a_parameter_finds_the_function_that_takes_it(committed_index: DocsIndex) -> None:
+    ids = _ids(committed_index, "timeout for operations executed against the process group", False)
+    assert "torch.distributed.init_process_group" in ids

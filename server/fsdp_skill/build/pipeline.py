@@ -28,7 +28,7 @@ from pathlib import Path
 from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import MissingName
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
-from fsdp_skill.build import code_names, what_changed
+from fsdp_skill.build import code_names, torch_messages, what_changed
 from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
 from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
@@ -139,6 +139,9 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         page_code=blocks,
     )
     catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog))
+    torch_dir = torch_messages.torch_package_dir()
+    if torch_dir is not None:  # regenerate needs torch anyway (torch_release); the scan reads its files
+        torch_messages.attach_messages(catalog.api, catalog.skill, torch_messages.scan_messages(torch_dir))
     out.files[CATALOG_FILE] = dump_catalog(catalog)
     problems, covered = problems_and_coverage(out.files, catalog)
     return Output(

@@ -121,6 +121,10 @@ class ApiEntry(_Model):
     aliases: list[str] = Field(
         default_factory=list, description="Other spellings: short name, dist.X, re-export paths."
     )
+    messages: list[str] = Field(
+        default_factory=list,
+        description="Error and warning messages its own source raises (a static scan of the installed torch).",
+    )
 
 
 class DoctestStep(_Model):
@@ -201,6 +205,9 @@ class SkillDoc(_Model):
     markdown: str = Field(description="Its text, sliced from the file.")
     checks: list[str] = Field(default_factory=list, description="Claim checks it links, relative to the root.")
     check_text: str = Field(default="", description="Those checks' claims and header docstrings.")
+    messages: list[str] = Field(
+        default_factory=list, description="torch.distributed messages it quotes part of (build.torch_messages)."
+    )
 
 
 class Catalog(_Model):

@@ -37,10 +37,13 @@ class Document:
     body: str = ""  # the full text, code included
     payload: dict = field(default_factory=dict)  # the catalog record, for get_api / get_example / …
     anchors: str = ""  # what other documents say about this API (search/anchors.py), lower weight
+    params: str = ""  # an API entry's parameters: names, their parts, descriptions (below the summary)
+    messages: str = ""  # the error and warning messages torch raises in it, or that a pitfall quotes
     prior: float = 1.0  # OUTPUT_PRIOR for a section of bare command output, else 1
 
-    def fts_row(self) -> tuple[str, str, str, str, str, str]:
-        """Column values for docs_fts: title, symbol, keys (+ parts of title and names), body, body parts, anchors."""
+    def fts_row(self) -> tuple[str, ...]:
+        """Column values for docs_fts: title, symbol, keys (+ parts of title and names), body, body parts,
+        anchors, params (+ their parts), messages."""
         head = f"{self.title} {self.symbol_text}"
         return (
             self.title,
@@ -49,6 +52,8 @@ class Document:
             self.body,
             body_identifier_parts(self.body),
             self.anchors,
+            self.params + " " + body_identifier_parts(self.params) if self.params else "",
+            self.messages,
         )
 
     def blocks_json(self) -> str:
@@ -159,18 +164,25 @@ def _api_text_blocks(entry: ApiEntry) -> list[Block]:
             described[0] = (kind, text[len(entry.summary) :].lstrip())
         blocks.extend(block for block in described if block[1].strip())
     if entry.parameters:
-        params = "; ".join(
-            f"`{p.name}`"
-            + (f" ({p.type})" if p.type else "")
-            + (f": {p.description.rstrip('.')}" if p.description else "")
-            for p in entry.parameters
-        )
-        blocks.append(("text", f"Parameters: {params}"))
+        blocks.append(("text", f"{PARAMETERS_LEAD}{parameter_text(entry)}"))
     if entry.returns:
         blocks.append(("text", f"Returns: {entry.returns}"))
     for note in entry.notes:
         blocks.extend(markdown_blocks(note))
     return blocks
+
+
+PARAMETERS_LEAD = "Parameters: "
+
+
+def parameter_text(entry: ApiEntry) -> str:
+    """`name` (type): description; … for each parameter: the snippet line, and the entry's params field."""
+    return "; ".join(
+        f"`{p.name}`"
+        + (f" ({p.type})" if p.type else "")
+        + (f": {p.description.rstrip('.')}" if p.description else "")
+        for p in entry.parameters
+    )
 
 
 def _same_text(a: str, b: str) -> bool:
@@ -179,7 +191,8 @@ def _same_text(a: str, b: str) -> bool:
 
 def _api_document(entry: ApiEntry, anchors: list[str]) -> Document:
     blocks = _api_text_blocks(entry)
-    body = "\n\n".join(text for _, text in blocks)
+    # The parameters are their own field, weighted below the summary: in the body too they would count twice.
+    body = "\n\n".join(text for _, text in blocks if not text.startswith(PARAMETERS_LEAD))
     return Document(
         kind="api",
         id=entry.qualified_name,
@@ -194,6 +207,8 @@ def _api_document(entry: ApiEntry, anchors: list[str]) -> Document:
         body=body,
         payload=entry.model_dump(mode="json"),
         anchors="\n".join(anchors),
+        params=parameter_text(entry),
+        messages="\n".join(entry.messages),
     )
 
 
@@ -260,6 +275,7 @@ def _skill_document(doc: SkillDoc) -> Document:
         body="\n\n".join(text for _, text in blocks),
         payload=doc.model_dump(mode="json"),
         anchors=doc.check_text,
+        messages="\n".join(doc.messages),
     )
 
 

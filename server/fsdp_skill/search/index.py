@@ -44,13 +44,19 @@ if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog
     from fsdp_skill.search.documents import Document
 
-INDEX_SCHEMA = 5  # bump whenever build_index writes different content for the same catalog
+INDEX_SCHEMA = 6  # bump whenever build_index writes different content for the same catalog
 # bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts,
 # anchors (what other documents say about an API: search/anchors.py; below the entry's own words).
 # Measured on dev and dev2 (issue 11): keys at 2 rather than 4 and body parts at 1 rather than 0.5 raised
 # MRR on both sets in both modes (dev2 lexical 0.627 -> 0.642, dev semantic 0.866 -> 0.878, with the
 # pattern keys change); title and names at 12, or anchors at 1 or 2, lowered dev MRR.
-COLUMN_WEIGHTS = (10.0, 10.0, 2.0, 1.0, 1.0, 0.5)
+# params (an API entry's parameter names, their parts and descriptions, no longer counted in the body too)
+# and messages (the errors torch raises in it, or that a pitfall quotes: build/torch_messages.py) came with
+# issue 21. Measured on dev / held-out / dev2 MRR: params at 1.0 kept semantic dev and held-out where they
+# were (0.903 / 0.941) and lexical dev rose 0.830 -> 0.837 (held-out 0.878 -> 0.858, dev2 0.642 -> 0.641);
+# at 1.5 semantic dev fell to 0.891 and held-out to 0.920, at 2.0 lexical dev to 0.824; messages at 0.5 or
+# 2.0 moved nothing by more than 0.003.
+COLUMN_WEIGHTS = (10.0, 10.0, 2.0, 1.0, 1.0, 0.5, 1.0, 1.0)
 
 _SCHEMA = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,7 +77,7 @@ CREATE INDEX anchors_reference ON anchors(reference, anchor);
 CREATE TABLE vectors(rowid INTEGER PRIMARY KEY, text_sha256 TEXT NOT NULL, vector BLOB NOT NULL);
 -- Contentless: snippets come from docs.blocks, so FTS keeps only the inverted index (half the size).
 CREATE VIRTUAL TABLE docs_fts USING fts5(
-    title, symbol, keys, body, body_parts, anchors,
+    title, symbol, keys, body, body_parts, anchors, params, messages,
     content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
 INSERT INTO docs_fts(docs_fts, rank) VALUES('rank', 'bm25({", ".join(map(str, COLUMN_WEIGHTS))})');
 """
@@ -183,7 +189,8 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
             ),
         )
         conn.execute(
-            "INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts, anchors) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts, anchors, params, messages) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rowid, *doc.fts_row()),
         )
 

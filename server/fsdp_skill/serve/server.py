@@ -29,6 +29,7 @@ from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
 from fsdp_skill.serve.http import idle_timeout_s, listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
+from fsdp_skill.serve.query_log import QueryLog
 from fsdp_skill.serve.results import (
     ApiEntryResult,
     ApiListPage,
@@ -69,7 +70,7 @@ def _answer(call: Callable[[], T]) -> T:
 
 
 def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None,
-                 runs: RunSlots | None = None) -> MCPServer:
+                 runs: RunSlots | None = None, log_queries: Path | None = None) -> MCPServer:
     root = (root or repo_root()).resolve()
     box = Toolbox(index or open_index(root), root, runs)
     server = DocsServer(
@@ -79,6 +80,8 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         log_level="WARNING",
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version, search_mode=box.index.search_mode),
     )
+    if log_queries is not None:
+        server.query_log = QueryLog(log_queries)
     _add_reading_tools(server, box)
     _add_example_tools(server, box)
     if allow_run:
@@ -313,7 +316,8 @@ def cli_serve(args: argparse.Namespace) -> int:
     # never does), so a server starts as fast as in lexical mode; a background load measured slower
     # (it competes with the start for the interpreter).
     runs = RunSlots(args.max_runs, args.max_ranks)
-    server = build_server(allow_run=args.allow_run, runs=runs)
+    log_queries = getattr(args, "log_queries", None)
+    server = build_server(allow_run=args.allow_run, runs=runs, log_queries=Path(log_queries) if log_queries else None)
     server_mode = mode_of(server)
     # SIGTERM (how clients and supervisors stop a server) exits through the `finally` below, not around it.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
