@@ -72,5 +72,8 @@ def test_the_committed_catalog_joins_messages_to_entries_and_pitfalls() -> None:
     entries = {entry["qualified_name"]: entry for entry in catalog["api"]}
     assert "trying to initialize the default process group twice!" in entries[
         "torch.distributed.init_process_group"]["messages"]
+    # Raised in the private helper FullyShardedDataParallel.__init__ calls (_init_device_handle): one hop.
+    assert any("FSDP needs a non-CPU accelerator device" in text
+               for text in entries["torch.distributed.fsdp.FullyShardedDataParallel"]["messages"])
     parts = {doc["id"]: doc for doc in catalog.get("skill", [])}
     assert any("must have the same mesh" in text for text in parts["SKILL.md#pitfall-12"]["messages"])

@@ -141,7 +141,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog))
     torch_dir = torch_messages.torch_package_dir()
     if torch_dir is not None:  # regenerate needs torch anyway (torch_release); the scan reads its files
-        torch_messages.attach_messages(catalog.api, catalog.skill, torch_messages.scan_messages(torch_dir))
+        scan = torch_messages.scan_torch(torch_dir)
+        torch_messages.attach_messages(catalog.api, catalog.skill, scan.messages, scan.calls)
     out.files[CATALOG_FILE] = dump_catalog(catalog)
     problems, covered = problems_and_coverage(out.files, catalog)
     return Output(

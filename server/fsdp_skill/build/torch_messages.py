@@ -11,7 +11,10 @@ and keeps each message's literal text (an f-string's or a format's placeholders 
 then joins
 
 - the API entry whose function encloses it (its method, or the class's `__init__` for a class entry),
-  matched through the entry's definition path (`apidoc.introspect`);
+  matched through the entry's definition path (`apidoc.introspect`), or a private helper that function
+  calls directly (`FullyShardedDataParallel.__init__` → `_init_device_handle` raises "FSDP needs a non-CPU
+  accelerator device"), when that helper's name is defined once in torch.distributed (one hop: deeper,
+  every entry would collect the messages of half the package);
 - every SKILL.md part (pitfall, …) that quotes part of it: the pitfall says "must have the same mesh",
   so the whole message, pasted with its other words, reaches it.
 
@@ -30,7 +33,7 @@ from pathlib import Path
 from fsdp_skill.apidoc.introspect import definition_path, resolve
 from fsdp_skill.core.catalog import ApiEntry, SkillDoc
 
-__all__ = ["Message", "attach_messages", "scan_messages", "torch_package_dir"]
+__all__ = ["Message", "Scan", "attach_messages", "scan_messages", "scan_torch", "torch_package_dir"]
 
 SCOPE = "distributed"  # under the torch package
 MIN_CHARS = 12  # literal text: shorter is a word or two ("invalid"), no evidence of anything
@@ -62,9 +65,21 @@ def torch_package_dir() -> Path | None:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+@dataclass
+class Scan:
+    messages: list[Message]
+    calls: dict[str, set[str]]  # definition → the private names (`_helper`) it calls
+
+
 def scan_messages(torch_dir: Path) -> list[Message]:
     """Every literal raise / warnings.warn message under torch/distributed/, in file and line order."""
+    return scan_torch(torch_dir).messages
+
+
+def scan_torch(torch_dir: Path) -> Scan:
+    """The messages, and which private helpers each function calls."""
     out: list[Message] = []
+    calls: dict[str, set[str]] = {}
     for path in sorted((torch_dir / SCOPE).rglob("*.py")):
         relative = path.relative_to(torch_dir.parent)
         module = ".".join(relative.with_suffix("").parts).removesuffix(".__init__")
@@ -72,22 +87,24 @@ def scan_messages(torch_dir: Path) -> list[Message]:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
-        _Visitor(module, relative.as_posix(), out).visit(tree)
-    return out
+        _Visitor(module, relative.as_posix(), out, calls).visit(tree)
+    return Scan(out, calls)
 
 
 class _Visitor(ast.NodeVisitor):
-    def __init__(self, module: str, file: str, out: list[Message]) -> None:
-        self.module, self.file, self.out = module, file, out
+    def __init__(self, module: str, file: str, out: list[Message], calls: dict[str, set[str]]) -> None:
+        self.module, self.file, self.out, self.calls = module, file, out, calls
         self.scope: list[str] = []
         self.in_function = 0
 
     def _named(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> None:
         # A nested function's messages belong to the outermost function: that is what the API names.
         nested = self.in_function > 0
+        is_function = not isinstance(node, ast.ClassDef)
         if not nested:
             self.scope.append(node.name)
-        is_function = not isinstance(node, ast.ClassDef)
+            if is_function:  # every definition counts when deciding whether a helper's name is unique
+                self.calls.setdefault(".".join([self.module, *self.scope]), set())
         self.in_function += is_function
         self.generic_visit(node)
         self.in_function -= is_function
@@ -111,6 +128,9 @@ class _Visitor(ast.NodeVisitor):
             and node.args
         ):
             self._add(node.args[0], node.lineno)
+        called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        if called.startswith("_") and not called.startswith("__") and self.scope:
+            self.calls.setdefault(".".join([self.module, *self.scope]), set()).add(called)
         self.generic_visit(node)
 
     def _add(self, node: ast.expr, line: int) -> None:
@@ -154,18 +174,31 @@ def _raw_text(node: ast.expr) -> str | None:
     return text
 
 
-def attach_messages(api: Sequence[ApiEntry], skill: Sequence[SkillDoc], messages: Iterable[Message]) -> None:
+def attach_messages(
+    api: Sequence[ApiEntry], skill: Sequence[SkillDoc], messages: Iterable[Message],
+    calls: dict[str, set[str]] | None = None,
+) -> None:
     """Set `messages` on the API entries and skill parts the scanned messages belong to (see the module
-    docstring), each list in scan order without repeats."""
+    docstring), each list in scan order without repeats: the entry's own, then its helpers'."""
     by_definition: dict[str, list[str]] = {}
     every: list[str] = []
     for message in messages:
         by_definition.setdefault(message.definition, []).append(message.text)
         every.append(message.text)
+    # Private helper names defined exactly once (a name defined in several modules is ambiguous).
+    defined: dict[str, list[str]] = {}
+    for definition in sorted(set(by_definition) | set(calls or {})):
+        defined.setdefault(definition.rsplit(".", 1)[-1], []).append(definition)
     for entry in api:
         own: list[str] = []
-        for path in _definitions(entry):
+        paths = _definitions(entry)
+        for path in paths:
             own.extend(by_definition.get(path, []))
+        for path in paths:
+            for helper in sorted((calls or {}).get(path, ())):
+                places = defined.get(helper, [])
+                if len(places) == 1:
+                    own.extend(by_definition.get(places[0], []))
         entry.messages = list(dict.fromkeys(own))[:MAX_MESSAGES_PER_DOC]
     folded = [(_fold(text), text) for text in dict.fromkeys(every)]
     for doc in skill:

@@ -191,8 +191,9 @@ def _same_text(a: str, b: str) -> bool:
 
 def _api_document(entry: ApiEntry, anchors: list[str]) -> Document:
     blocks = _api_text_blocks(entry)
-    # The parameters are their own field, weighted below the summary: in the body too they would count twice.
-    body = "\n\n".join(text for _, text in blocks if not text.startswith(PARAMETERS_LEAD))
+    # The parameters stay in the body too, and their own field (weight 0.5, index.COLUMN_WEIGHTS) adds a
+    # little for a question that names a parameter or says what it does.
+    body = "\n\n".join(text for _, text in blocks)
     return Document(
         kind="api",
         id=entry.qualified_name,

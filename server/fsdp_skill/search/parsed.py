@@ -29,6 +29,9 @@ class ParsedQuery:
     # Neighbouring words of the query as typed (stop words dropped, lowercase [a-z0-9_] runs, the way the
     # FTS tokenizer splits): "split the world into groups" → (split, world), (world, groups).
     pairs: list[tuple[str, str]] = field(default_factory=list)
+    # Every run of query.PHRASE_WORDS consecutive words as typed (stop words kept): a pasted error message
+    # shares runs of words with the message torch raises, a question almost never does.
+    phrases: list[tuple[str, ...]] = field(default_factory=list)
 
     @property
     def lexical_share(self) -> float:
@@ -46,6 +49,10 @@ class ParsedQuery:
     def match_expression(self) -> str:
         """The FTS5 MATCH string: every term quoted, OR-ed. Terms are [a-z0-9_] only."""
         return " OR ".join(f'"{term}"' for term in self.terms)
+
+    def message_expression(self) -> str:
+        """The FTS5 MATCH string of the query's runs of words, as phrases, in the messages column only."""
+        return "messages : (" + " OR ".join('"' + " ".join(run) + '"' for run in self.phrases) + ")"
 
     def proximity_expression(self, distance: int) -> str:
         """The FTS5 MATCH string of the word pairs found near each other (at most `distance` tokens

@@ -72,6 +72,7 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     _add_query_words(content or words, parsed, terms)
     parsed.terms = terms.ordered()
     parsed.pairs = _word_pairs(normalized)
+    parsed.phrases = _word_runs(normalized)
     if not parsed.terms and parsed.language != "other":
         raise QueryError(
             f"the query {text[:80]!r} has no searchable words, only punctuation: add a topic word or an API name"
@@ -175,6 +176,20 @@ def _word_pairs(text: str) -> list[tuple[str, str]]:
     stop = vocabulary().stop_words
     tokens = [t for t in _FTS_TOKEN.findall(text.lower()) if t.strip("_") and t not in stop]
     return list(dict.fromkeys(pairwise(tokens)))
+
+
+MAX_PHRASES = 60  # a pasted traceback line is long; its first 60 runs of three words are evidence enough
+
+
+PHRASE_WORDS = 4
+
+
+def _word_runs(text: str) -> list[tuple[str, ...]]:
+    """Every PHRASE_WORDS consecutive words of the text as the FTS tokenizer splits them, stop words kept
+    (an error message is mostly small words: "must have the same mesh"), each once."""
+    tokens = [t for t in _FTS_TOKEN.findall(text.lower()) if t.strip("_")]
+    runs = zip(*(tokens[i:] for i in range(PHRASE_WORDS)))
+    return list(dict.fromkeys(runs))[:MAX_PHRASES]
 
 
 def _prose_words(text: str) -> list[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 from fsdp_skill.search import names, semantic
-from fsdp_skill.search.index import DocRow, DocsIndex, best
+from fsdp_skill.search.index import WORD_COLUMNS, DocRow, DocsIndex, best
 from fsdp_skill.search.query import ParsedQuery, QueryError, parse_query
 from fsdp_skill.search.snippets import make_snippet
 from fsdp_skill.search.vocabulary import vocabulary
@@ -61,6 +61,9 @@ MEMBER_SHARE = 0.5
 # lexical mode it would take the bench's p50 from 1.55 to about 1.85 ms, too close to that mode's 2 ms
 # budget (issue 11) when other work shares the cores (a busy run once measured 2.21 ms without it).
 PROXIMITY_WEIGHT = 0.05
+# A document whose error messages share the most three-word runs with the query gains this share of the best
+# candidate's score (ranking.add_message_matches); see tests/test_ranking_constants.py.
+MESSAGE_WEIGHT = 0.5
 PROXIMITY_DISTANCE = 5
 NON_LATIN_HINT = (
     "the query has no words in Latin script, and the lexical index only matches English words "
@@ -143,7 +146,7 @@ def lexical_ranking(
 ) -> tuple[list[tuple[int, float]], Keys]:
     """(rowid, score) of the lexical candidates, best first: bm25 × kind prior × symbol and scope boosts;
     and the candidates' keys."""
-    match = parsed.match_expression()
+    match = f"{WORD_COLUMNS} : ({parsed.match_expression()})"
     # One FTS5 query scores every match; the pool is its POOL best, plus the scores of the documents
     # added past that cut, read from the same dict.
     matched = index.matching(match, kind)
@@ -171,10 +174,27 @@ def lexical_ranking(
         if parsed.scopes and in_scope(parsed.scopes, reference, symbol, index.pattern_tags.get(rowid, frozenset())):
             score *= SCOPE_BOOST
         scored[rowid] = score
+    if parsed.phrases:
+        add_message_matches(index, parsed, kind, scored, keys)
     if proximity:
         add_proximity(index, parsed, scored)
     ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     return diversified(ranked, len(ranked), keys), keys
+
+
+def add_message_matches(index: DocsIndex, parsed: ParsedQuery, kind: str | None, scored: dict[int, float],
+                        keys: Keys) -> None:
+    """Lift (or add) the documents holding an error message that shares runs of three words with the query:
+    a pasted "… must have the same mesh, but got …" reaches the pitfall and the entry that raise it. Scaled
+    to the best candidate, like proximity, so it is independent of bm25's query-dependent scale."""
+    found = index.message_matches(parsed.message_expression(), kind)
+    top = max(found.values(), default=0.0)
+    if top <= 0.0:
+        return
+    scale = MESSAGE_WEIGHT * max(scored.values(), default=1.0) / top
+    keys.update(index.doc_keys([rowid for rowid in found if rowid not in keys]))
+    for rowid, s in found.items():
+        scored[rowid] = scored.get(rowid, 0.0) + scale * s
 
 
 def add_proximity(index: DocsIndex, parsed: ParsedQuery, scored: dict[int, float]) -> None:
