@@ -114,6 +114,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
                    help=f"close HTTP sessions idle this long (default {DEFAULT_SESSION_IDLE_S:g}, "
                    "or $FSDP_SKILL_SESSION_IDLE_TIMEOUT)")
+    p.add_argument("--log-queries", metavar="FILE",
+                   help="append one JSON line per tool call to FILE (tool, arguments, latency, result ids); "
+                   "off by default")
     p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
 
 
