@@ -54,7 +54,7 @@ initial = {n: p.full_tensor() for n, p in model.named_parameters()}
 with torch.no_grad():
     model(x)  # a check forward, no backward
 plain = sorted(n for n, p in model.named_parameters() if not isinstance(p, DTensor))
-assert plain == ["head.bias", "head.weight", "inp.bias", "inp.weight"], plain
+assert plain == ["head.bias", "head.weight", "inp.bias", "inp.weight"], f"unsharded after the forward: {plain}"
 try:
     model.head.weight.full_tensor()
     raise AssertionError("full_tensor() worked on the unsharded root")
@@ -72,7 +72,7 @@ model = build()
 with torch.no_grad():
     model(x)
 model.reshard()  # the fix
-assert all(isinstance(p, DTensor) for p in model.parameters())
+assert all(isinstance(p, DTensor) for p in model.parameters()), "model.reshard() left plain tensors"
 optim = torch.optim.SGD(model.parameters(), lr=0.1)
 train(model, optim, x)
 model.reshard()

@@ -134,7 +134,7 @@ def main() -> None:
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
     assert model.head.weight is model.embed.weight
     model.reshard()  # the root stayed unsharded after the no_grad forward: shard it again
-    assert all(isinstance(p, DTensor) for p in model.parameters())
+    assert all(isinstance(p, DTensor) for p in model.parameters()), "the root's parameters are still unsharded"
     loaded = {name: p.full_tensor() for name, p in model.named_parameters()}
     n_params = sum(1 for _ in model.parameters())
     assert n_params == sum(1 for _ in pretrained.parameters())  # the shared weight counted once
