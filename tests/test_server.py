@@ -29,6 +29,8 @@ READ_ONLY_TOOLS = {
     "get_example",
     "list_patterns",
     "get_pattern",
+    "api_history",
+    "what_changed",
 }
 
 

@@ -5,7 +5,6 @@ backs: tuning
 world_size: 2
 requires: stated-ranks
 mutant: no-optimizer: `FSDPMemTracker(model, optim)` -> `FSDPMemTracker(model)`
-mutant: unsharded: `fully_shard(model)` -> `fully_shard(model, mesh=init_device_mesh("cpu", (1,)))`
 
 Tracks one step of a 4-block FSDP2 model with Adam on gloo. The peak snapshot per device
 has one entry per kind; the sharded parameters are about half the unsharded ones at 2

@@ -28,11 +28,12 @@ from pathlib import Path
 from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import MissingName
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
-from fsdp_skill.build import code_names, what_changed
+from fsdp_skill.build import api_history, code_names, torch_messages, what_changed
 from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
 from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
+from fsdp_skill.build.skill_docs import skill_documents
 from fsdp_skill.build.topics import load_topics
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
@@ -137,7 +138,14 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         patterns=patterns,
         page_code=blocks,
     )
+    catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog))
+    torch_dir = torch_messages.torch_package_dir()
+    if torch_dir is not None:  # regenerate needs torch anyway (torch_release); the scan reads its files
+        scan = torch_messages.scan_torch(torch_dir)
+        torch_messages.attach_messages(catalog.api, catalog.skill, scan.messages, scan.calls)
     out.files[CATALOG_FILE] = dump_catalog(catalog)
+    # The API timeline across the releases read (upstream/torch-api/), not the installed torch.
+    out.files.update(api_history.history_files(root, torch_version))
     problems, covered = problems_and_coverage(out.files, catalog)
     return Output(
         files=out.files,
@@ -148,6 +156,16 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         coverage=covered,
         missing=registry.missing,
     )
+
+
+def _skill_texts(root: Path, drift: str, catalog: Catalog) -> dict[str, str]:
+    """SKILL.md as this run leaves it: its what-changed block regenerated (the documents cut from it
+    must match the file written next to them)."""
+    path = root / "SKILL.md"
+    if not path.is_file():
+        return {}
+    block = what_changed.render_block(drift, catalog)
+    return {"SKILL.md": what_changed.apply_block(path.read_text(encoding="utf-8"), block)}
 
 
 # --- writing -----------------------------------------------------------------------------------------

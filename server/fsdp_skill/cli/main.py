@@ -42,7 +42,14 @@ def _add_fetch(sub: argparse._SubParsersAction) -> None:
         metavar="URL",
         help="GitHub API base for commits and trees (default https://api.github.com; env FSDP_SKILL_GITHUB_API)",
     )
-    p.set_defaults(handler="fsdp_skill.upstream.fetch:cli_fetch")
+    p.add_argument("--release", action="append", metavar="X.Y.Z",
+                   help="torch release whose API to read (default: every one in assets/torch-releases.toml); "
+                   "repeatable; releases not named are dropped from upstream/torch-api/")
+    p.add_argument("--refresh-releases", action="store_true",
+                   help="download and read every release again, not only those missing from upstream/torch-api/")
+    p.add_argument("--only-releases", action="store_true", help="only the torch releases' API, not the docs")
+    p.add_argument("--skip-releases", action="store_true", help="only the docs, not the torch releases' API")
+    p.set_defaults(handler="fsdp_skill.cli.fetch:cli_fetch")
 
 
 def _add_regenerate(sub: argparse._SubParsersAction) -> None:
@@ -71,6 +78,22 @@ def _add_show(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler="fsdp_skill.cli.search:cli_show")
 
 
+def _add_history(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("history", help="in which torch releases (2.4 on) an API exists, its deprecation, moves and "
+                       "parameter changes (the api_history tool)")
+    p.add_argument("name", help="qualified or short name: fully_shard, dist.all_gather_single, FSDPModule.unshard")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler="fsdp_skill.cli.history:cli_history")
+    w = sub.add_parser("what-changed", help="what was added, deprecated, removed, moved, re-signed between two "
+                       "torch releases (the what_changed tool)")
+    w.add_argument("from_version", metavar="FROM", help="the older torch, e.g. 2.8 or 2.8.0")
+    w.add_argument("to_version", metavar="TO", nargs="?", help="the newer torch (default: the pinned one)")
+    w.add_argument("--area", choices=["fsdp", "checkpoint", "tensor", "device_mesh", "pipelining", "collectives",
+                                      "other"], help="only this part of the API")
+    w.add_argument("--json", action="store_true")
+    w.set_defaults(handler="fsdp_skill.cli.history:cli_what_changed")
+
+
 def _add_api(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("api", help="list every public name with its one-line summary, by module (the list_api tool)")
     p.add_argument("--module", help="only this module and its submodules (torch.distributed.checkpoint, dcp, dist)")
@@ -91,6 +114,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
                    help=f"close HTTP sessions idle this long (default {DEFAULT_SESSION_IDLE_S:g}, "
                    "or $FSDP_SKILL_SESSION_IDLE_TIMEOUT)")
+    p.add_argument("--log-queries", metavar="FILE",
+                   help="append one JSON line per tool call to FILE (tool, arguments, latency, result ids); "
+                   "off by default")
     p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
 
 
@@ -184,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_regenerate,
         _add_search,
         _add_show,
+        _add_history,
         _add_api,
         _add_serve,
         _add_verify,

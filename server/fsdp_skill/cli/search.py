@@ -62,9 +62,13 @@ def cli_search(args: argparse.Namespace) -> int:
 
 def render_api(entry: ApiEntryResult) -> Group:
     parts: list = [Text(f"{entry.qualified_name}  ({entry.kind}, torch {entry.torch_version})", style="bold")]
+    if entry.since:
+        parts.append(Text(f"torch releases: {entry.since}", style="cyan"))
     if entry.deprecation:
-        replacement = f" Use {entry.deprecation.replacement} instead." if entry.deprecation.replacement else ""
-        parts.append(Panel(Text(entry.deprecation.message + replacement), title="deprecated", style="yellow"))
+        dep = entry.deprecation
+        named = dep.replacement and dep.replacement not in dep.message  # "use X instead" already says it
+        text = f"{dep.message} Use {dep.replacement} instead." if named else dep.message
+        parts.append(Panel(Text(text), title="deprecated", style="yellow"))
     if entry.signature:
         parts.append(Syntax(entry.signature, "python", word_wrap=True))
     description = entry.description

@@ -273,11 +273,16 @@ class DenseVectors:
         return out
 
 
-def fuse(lexical: Sequence[int], dense: Sequence[int]) -> dict[int, float]:
-    """Reciprocal-rank fusion of the lexical top LEXICAL_DEPTH and the dense top DENSE_DEPTH."""
+def fuse(lexical: Sequence[int], dense: Sequence[int], lexical_weight: float = 1.0) -> dict[int, float]:
+    """Reciprocal-rank fusion of the lexical top LEXICAL_DEPTH and the dense top DENSE_DEPTH.
+
+    `lexical_weight` is the share of the query the lexical side could read (`ParsedQuery.lexical_share`):
+    1 for an English question; for Russian or Japanese around an API name ("как сохранить чекпоинт FSDP")
+    the lexical ranking saw only the name, so it counts for that share and the dense side, which read
+    the whole question, leads."""
     scores: dict[int, float] = {}
     for rank, rowid in enumerate(lexical[:LEXICAL_DEPTH], start=1):
-        scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
+        scores[rowid] = scores.get(rowid, 0.0) + lexical_weight / (RRF_K + rank)
     for rank, rowid in enumerate(dense[:DENSE_DEPTH], start=1):
         scores[rowid] = scores.get(rowid, 0.0) + DENSE_WEIGHT / (RRF_K + rank)
     return scores

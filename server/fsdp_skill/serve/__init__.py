@@ -5,4 +5,4 @@ Imports: `search` and `core`; never torch (cold start matters to agents).
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["results", "server", "tools"]
+__all__ = ["history", "results", "server", "tools"]

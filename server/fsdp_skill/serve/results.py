@@ -47,13 +47,19 @@ class Deprecation(BaseModel):
 
 class SearchResult(BaseModel):
     id: str = Field(
-        description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', or pattern name."
+        description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', pattern name, "
+        "or a part of the skill's own pages 'SKILL.md#pitfall-3' / 'assets/tuning.md#anchor'."
     )
     kind: DocumentKind
     title: str
     symbol: str | None = Field(description="Qualified API name this result documents, if any.")
-    reference: str | None = Field(description="File under references/ (or the pattern's file) holding it.")
-    anchor: str | None = Field(description="Anchor in that file; pass it as read_reference(section=...).")
+    reference: str | None = Field(
+        description="File under references/ holding it (a pattern's or skill page's file: relative to the skill root)."
+    )
+    anchor: str | None = Field(
+        description="Anchor in that file; pass it as read_reference(section=...) (a skill page: the part's id, "
+        "e.g. pitfall-3; the snippet holds its text)."
+    )
     url: str | None = Field(description="The upstream docs page for it.")
     snippet: str = Field(
         description="At most ~400 characters of whole markdown blocks; code blocks are never left open."
@@ -127,6 +133,8 @@ class ApiEntryResult(BaseModel):
     other_matches: list[str] = Field(
         default_factory=list, description="Other API entries the same short name could mean; call get_api with one."
     )
+    since: str | None = Field(default=None, description="From which torch release it exists (and its parameters, "
+                              "deprecation, earlier names) across the releases read; api_history has the detail.")
 
 
 class ReferenceInfo(BaseModel):

@@ -28,8 +28,10 @@ from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
 from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
+from fsdp_skill.serve.history import ApiHistoryResult, HistoryArea, WhatChangedResult
 from fsdp_skill.serve.http import idle_timeout_s, listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
+from fsdp_skill.serve.query_log import QueryLog
 from fsdp_skill.serve.results import (
     ApiEntryResult,
     ApiListPage,
@@ -70,7 +72,7 @@ def _answer(call: Callable[[], T]) -> T:
 
 
 def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None,
-                 runs: RunSlots | None = None) -> MCPServer:
+                 runs: RunSlots | None = None, log_queries: Path | None = None) -> MCPServer:
     root = (root or repo_root()).resolve()
     box = Toolbox(index or open_index(root), root, runs)
     server = DocsServer(
@@ -80,7 +82,10 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         log_level="WARNING",
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version, search_mode=box.index.search_mode),
     )
+    if log_queries is not None:
+        server.query_log = QueryLog(log_queries)
     _add_reading_tools(server, box)
+    _add_history_tools(server, box)
     _add_example_tools(server, box)
     if allow_run:
         _add_verify_tool(server, box)
@@ -100,12 +105,15 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
         limit: Annotated[int, Field(description=f"How many results, 1 to {MAX_LIMIT}.")] = 5,
         kind: Annotated[DocumentKind | None, Field(description="Only this kind of result; omit for all.")] = None,
     ) -> SearchResponse:
-        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns).
+        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns, and
+        the skill's own checked advice: SKILL.md pitfalls, decision tables and core recipe, tuning sections).
 
-        Understands API names whole or in parts (all_reduce, MixedPrecisionPolicy, TORCH_DISTRIBUTED_DEBUG)
-        and aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO). Each result has a short snippet; follow up
-        with get_api(symbol) for an API entry, read_reference(reference, section=anchor) for a section,
-        get_example(id) or get_pattern(id).
+        Understands API names whole or in parts (all_reduce, MixedPrecisionPolicy, TORCH_DISTRIBUTED_DEBUG),
+        aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO), parameter names, pasted error messages, and
+        questions in other languages (Russian, Japanese) when the semantic side is installed. kind: section,
+        api, example, pattern or skill. Each result has a short snippet; follow up with get_api(symbol) for
+        an API entry, read_reference(reference, section=anchor) for a section, get_example(id) or
+        get_pattern(id); a skill result names its place in SKILL.md or assets/tuning.md.
         """
         return _answer(lambda: box.search_docs(query, limit, kind))
 
@@ -162,6 +170,35 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
     def list_references() -> ReferenceList:
         """The reference files: name, title, what each covers, and its size in tokens."""
         return _answer(box.list_references)
+
+
+def _add_history_tools(server: MCPServer, box: Toolbox) -> None:
+    """The API timeline across torch releases (references/api-history.json)."""
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def api_history(
+        symbol: Annotated[str, Field(description="Qualified or short name, as for get_api: 'fully_shard', "
+                                     "'dist.all_gather_single', 'torch.distributed.fsdp.FSDPModule.unshard'.")],
+    ) -> ApiHistoryResult:
+        """In which torch releases (2.4 on) an API exists, from which it is deprecated and for what, where it
+        lived before a move, and how its parameters changed. Call it before using an API when the user's
+        torch is not the pinned one: e.g. dist.all_gather_single exists from 2.13 only."""
+        return _answer(lambda: box.api_history(symbol))
+
+    @server.tool(annotations=READ_ONLY, structured_output=True)
+    def what_changed(
+        from_version: Annotated[str, Field(description="The older torch, e.g. the user's: '2.8' or '2.8.0'.")],
+        to_version: Annotated[
+            str | None, Field(description="The newer torch; omit for the pinned release the checks run on.")
+        ] = None,
+        area: Annotated[
+            HistoryArea | None, Field(description="Only this part of the API; omit for all, most important first.")
+        ] = None,
+    ) -> WhatChangedResult:
+        """What was added, deprecated, removed, moved and re-signed in torch.distributed (FSDP, DCP, DTensor,
+        DeviceMesh, pipelining, collectives) between two torch releases. Use it when the user's torch differs
+        from the pinned one, before writing code: advice for the pinned torch may not exist on theirs."""
+        return _answer(lambda: box.what_changed(from_version, to_version, area))
 
 
 def _add_example_tools(server: MCPServer, box: Toolbox) -> None:
@@ -311,7 +348,8 @@ def cli_serve(args: argparse.Namespace) -> int:
     # never does), so a server starts as fast as in lexical mode; a background load measured slower
     # (it competes with the start for the interpreter).
     runs = RunSlots(args.max_runs, args.max_ranks)
-    server = build_server(allow_run=args.allow_run, runs=runs)
+    log_queries = getattr(args, "log_queries", None)
+    server = build_server(allow_run=args.allow_run, runs=runs, log_queries=Path(log_queries) if log_queries else None)
     server_mode = mode_of(server)
     # SIGTERM (how clients and supervisors stop a server) exits through the `finally` below, not around it.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)

@@ -21,6 +21,7 @@ from fsdp_skill.search.query import QueryError, resolve_prefix
 from fsdp_skill.search.ranking import search
 from fsdp_skill.search.snippets import open_fence_at
 from fsdp_skill.serve.api_list import ApiListError, api_lines, filter_module, render_page
+from fsdp_skill.serve.history import ApiHistoryResult, HistoryBook, WhatChangedResult
 from fsdp_skill.serve.page_code import PageCodeCatalog, is_page_code_id, section_code_summary
 from fsdp_skill.serve.results import (
     ApiEntryResult,
@@ -124,6 +125,7 @@ class Toolbox:
             self.references_dir / "verification.json", self.references_dir / "verification-nccl.json"
         )
         self.page_code = PageCodeCatalog(self.references_dir / "catalog.json")
+        self.history = HistoryBook(self.references_dir)
 
     # ------------------------------------------------------------------ search
 
@@ -198,7 +200,17 @@ class Toolbox:
             for ex in self.index.examples_of(qualified)
         ]
         fields = {k: entry[k] for k in ApiEntryResult.model_fields if k in entry and k != "examples"}
-        return ApiEntryResult(**fields, examples=examples, torch_version=self.index.torch_version, other_matches=others)
+        return ApiEntryResult(**fields, examples=examples, torch_version=self.index.torch_version, other_matches=others,
+                              since=self.history.since(qualified))
+
+    # ------------------------------------------------------------------ the API timeline (serve/history.py)
+
+    def api_history(self, symbol: str) -> ApiHistoryResult:
+        return self.history.api_history(symbol, self.resolve_symbol)
+
+    def what_changed(self, from_version: str, to_version: str | None = None,
+                     area: str | None = None) -> WhatChangedResult:
+        return self.history.what_changed(from_version, to_version, area)
 
     def list_api(self, module: str | None = None, start_index: int = 0) -> ApiListPage:
         if module:

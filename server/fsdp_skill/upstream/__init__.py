@@ -5,4 +5,4 @@ Imports: `core` only.
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["fetch", "sources"]
+__all__ = ["fetch", "releases", "sources"]

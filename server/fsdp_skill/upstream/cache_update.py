@@ -19,6 +19,10 @@ from fsdp_skill.core.paths import upstream_dir
 from fsdp_skill.core.scratch import leftovers, make_scratch_dir, remove_leftovers
 from fsdp_skill.upstream.sources import MANIFEST_NAME, ManifestEntry, dump_manifest
 
+# Folders of upstream/ that another source owns (`upstream.releases`: the torch API of each release): a
+# docs fetch or seed carries them over unchanged instead of dropping them with the old cache.
+KEPT_DIRS = ("torch-api",)
+
 NEW_PREFIX, OLD_PREFIX = ".upstream-new-", ".upstream-old-"
 
 
@@ -86,6 +90,9 @@ class CacheStage:
         """Write the manifests, then replace upstream/ with the stage."""
         for repo_dir, entries in sorted(self._entries.items()):
             self.write(f"{repo_dir}/{MANIFEST_NAME}", dump_manifest(entries).encode("utf-8"))
+        for kept in KEPT_DIRS:
+            if (self.upstream / kept).is_dir() and not (self.path / kept).exists():
+                shutil.copytree(self.upstream / kept, self.path / kept)
         old: Path | None = None
         if self.upstream.exists():
             old = make_scratch_dir(self.upstream.parent, OLD_PREFIX)
