@@ -155,6 +155,13 @@ def _add_skill(sub: argparse._SubParsersAction) -> None:
     i.set_defaults(handler="fsdp_skill.cli.skill_install:cli_skill_install")
 
 
+def _add_doctor(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="check the data, index, search mode, MCP server and torch; say what to fix")
+    p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--no-torch", action="store_true", help="skip the torch probe (a subprocess importing torch)")
+    p.set_defaults(handler="fsdp_skill.cli.doctor:cli_doctor")
+
+
 def _add_bench(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmarks that print ratios against an in-run baseline")
     bsub = p.add_subparsers(dest="bench", required=True)
@@ -209,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_verify,
         _add_validate,
         _add_skill,
+        _add_doctor,
         _add_bench,
     ):
         add(sub)
