@@ -108,9 +108,11 @@ def test_full_width_and_compatibility_characters_are_nfkc_normalised() -> None:
 
 
 def test_a_query_without_latin_letters_parses_with_no_terms_and_says_its_script() -> None:
-    for text in ("как сохранить чекпоинт", "チェックポイント 保存"):
+    for text in ("как дела у тебя сегодня", "こんにちは 元気ですか"):  # no word the vocabulary translates
         parsed = parse_query(text)
         assert parsed.language == "other" and parsed.terms == [] and not parsed.lexical
+    translated = parse_query("как сохранить чекпоинт")
+    assert translated.language == "other" and translated.terms == ["save", "checkpoint"]
     mixed = parse_query("смешанная точность в FSDP2")
     assert mixed.language == "mixed" and "fsdp2" in mixed.terms
 
