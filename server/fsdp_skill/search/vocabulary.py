@@ -41,6 +41,9 @@ class Vocabulary:
     prefixes: dict[str, str]
     name_abbreviations: dict[str, str]  # a written-out word → how API names abbreviate it
     sources: tuple[tuple[str, str], ...]  # (entry, source) for every entry: what the provenance test reads
+    # A Russian word's stem or a Japanese word → the English terms the docs use: what lets the lexical side
+    # read a question asked in those languages (longest first, so 非同期 wins over 同期).
+    translations: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
@@ -89,7 +92,13 @@ def parse_vocabulary(text: str) -> Vocabulary:
         sources.append((f"name_abbreviation {entry['short']}", entry.get("source", "")))
         for full in entry["full"]:
             written_out[full] = entry["short"]
+    translations: dict[str, tuple[str, ...]] = {}
+    for entry in data.get("translation", []):
+        sources.append((f"translation {entry['means']}", entry.get("source", "")))
+        for word in entry["words"]:
+            translations[word.lower()] = tuple(entry["means"])
     return Vocabulary(
+        translations=tuple(sorted(translations.items(), key=lambda item: (-len(item[0]), item[0]))),
         stop_words=frozenset(data["stop_words"]["words"].split()),
         term_aliases=term_aliases,
         symbol_aliases=symbol_aliases,
