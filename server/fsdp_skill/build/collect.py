@@ -161,16 +161,6 @@ def add_drift(out: Collected, registry: AutodocRegistry, torch_version: str, doc
         out.add_section(DRIFT_FILE, span)
 
 
-def add_versions(out: Collected, name: str, text: str) -> None:
-    """references/versions.md (the API timeline per release, build.api_history) as a reference with sections."""
-    spans = split_sections(text)
-    description = "What each torch release from 2.4 on added, deprecated, removed, moved and re-signed in the " \
-        "distributed API, read statically from the releases' sources."
-    out.add_file(name, spans[0].title if spans else "torch releases", description, [], text)
-    for span in spans:
-        out.add_section(name, span)
-
-
 def problems_and_coverage(files: dict[str, str], catalog: Catalog) -> tuple[list[str], str]:
     """Lint problems of the markdown files, plus every public name that is neither an API entry nor an
     api-drift.md row (each must be findable); and the coverage line saying how the names are accounted for."""

@@ -29,19 +29,11 @@ from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import MissingName
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
 from fsdp_skill.build import api_history, code_names, what_changed
-from fsdp_skill.build.collect import (
-    DRIFT_FILE,
-    Collected,
-    add_drift,
-    add_topic,
-    add_versions,
-    problems_and_coverage,
-)
+from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
 from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.build.topics import load_topics
-from fsdp_skill.core.api_history import HISTORY_FILE
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
@@ -133,10 +125,10 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         out.api, code_names.code_texts(blocks, out.examples, patterns, root)
     )
     add_drift(out, registry, torch_version, docs_ref, extra=code_names.drift_section(used_names, without_entry))
-    # The API timeline across the releases read (upstream/torch-api/), not the installed torch.
-    timeline = api_history.history_files(root, torch_version)
-    out.files[HISTORY_FILE] = timeline[HISTORY_FILE]
-    add_versions(out, api_history.VERSIONS_FILE, timeline[api_history.VERSIONS_FILE])
+    # The API timeline across the releases read (upstream/torch-api/), not the installed torch. versions.md is
+    # not a catalog reference: its hundreds of API names would crowd real sections out of search results (the
+    # what_changed and api_history tools answer from the timeline instead).
+    out.files.update(api_history.history_files(root, torch_version))
 
     catalog = Catalog(
         torch_version=torch_version,
