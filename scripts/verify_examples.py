@@ -39,12 +39,14 @@ else:  # an installed skill folder: verify the catalog next to this script, not 
 
 if importlib.util.find_spec("torch") is None:
     sys.exit("verify_examples.py: error: torch is not installed; `pip install torch` (CPU build is enough for gloo)")
-if importlib.util.find_spec("numpy") is None:
-    print("verify_examples.py: note: numpy is not installed, so the object-collective examples "
-          "(all_gather_object, broadcast_object_list, ...) are skipped; `pip install numpy` to run them",
-          file=sys.stderr)
 
 from fsdp_skill.verify.cli import main  # noqa: E402 - needs the sys.path entry above
 
+# Only in the process the user started: the runner's ranks are spawned processes that import this file
+# again (as __mp_main__), and under torchrun every rank runs it; each would repeat the note.
 if __name__ == "__main__":
+    if importlib.util.find_spec("numpy") is None and os.environ.get("RANK", "0") == "0":
+        print("verify_examples.py: note: numpy is not installed, so the object-collective examples "
+              "(all_gather_object, broadcast_object_list, ...) are skipped; `pip install numpy` to run them",
+              file=sys.stderr)
     sys.exit(main(prog="verify_examples.py"))

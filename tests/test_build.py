@@ -339,7 +339,7 @@ def test_regenerate_rewrites_skill_md_what_changed_block_and_check_reports_it_st
     skill.write_text(f"# Skill\n{START}\nstale\n{END}\n")
     output = small_output({"a.md": "# a\n", "api-drift.md": drift})
     assert regenerate(tmp_path, monkeypatch, output) == 0
-    assert "- `dist.old_op` → `dist.new_op`" in skill.read_text() and "stale" not in skill.read_text()
+    assert "- `dist`: `old_op` → `new_op`" in skill.read_text() and "stale" not in skill.read_text()
     assert regenerate(tmp_path, monkeypatch, output, check=True) == 0
     skill.write_text(f"# Skill\n{START}\nstale\n{END}\n")
     capsys.readouterr()

@@ -170,11 +170,25 @@ def _function_source(code: str, name: str) -> str:
     return ast.get_source_segment(code, node) or ""
 
 
-def test_skill_md_recipe_init_is_the_function_the_recipe_check_runs() -> None:
+# Every file that runs the recipe's init_weights: the checks that back it, and the patterns that use it.
+INIT_WEIGHTS_COPIES = [
+    "assets/checks/core_recipe_real_model.py",
+    "assets/checks/init_any_mesh.py",
+    "assets/checks/init_cuda_rng_tracker.py",
+    "assets/checks/mha_out_proj_bias.py",
+    "assets/checks/tied_weights.py",
+    "assets/patterns/fsdp2_training.py",
+    "assets/patterns/hsdp_2d_mesh.py",
+    "assets/patterns/tp_fsdp2_2d.py",
+]
+
+
+@pytest.mark.parametrize("path", INIT_WEIGHTS_COPIES)
+def test_skill_md_recipe_init_is_the_function_the_checks_and_patterns_run(path: str) -> None:
     skill = (ROOT / "SKILL.md").read_text()
     recipe = skill.split("```python\n", 1)[1].split("```", 1)[0]
-    check = (ROOT / "assets" / "checks" / "core_recipe_real_model.py").read_text()
-    assert _function_source(recipe, "init_weights") == _function_source(check, "init_weights")
+    copy = (ROOT / path).read_text()
+    assert _function_source(recipe, "init_weights") == _function_source(copy, "init_weights")
 
 
 @pytest.fixture

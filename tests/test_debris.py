@@ -14,7 +14,7 @@ from pathlib import Path
 from fsdp_skill.build import pipeline as build
 from fsdp_skill.cli.validate import validate
 from fsdp_skill.upstream.cache_update import CacheStage
-from test_build import no_index, small_output
+from test_build import no_index, regenerate, small_output
 from test_validate import FRONTMATTER, skill  # noqa: F401 - the fixture
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,6 +71,37 @@ def test_a_regenerate_killed_while_writing_leaves_a_folder_validate_lists_and_th
     build.write_output(small_output({"a.md": "# a\n"}), skill / "references", skill)
     assert not left[0].exists()
     assert not [p for p in validate(skill).problems if "interrupted run" in p.message]
+
+
+def test_regenerate_check_after_a_killed_regenerate_names_the_folder_it_left(
+    skill: Path, monkeypatch, capsys  # noqa: F811
+) -> None:
+    output = small_output({"a.md": "# a\n"})
+    no_index(monkeypatch)
+    build.write_output(output, skill / "references", skill)  # the committed state: up to date
+    killed_midway(
+        f"""
+        import time
+        from pathlib import Path
+        from test_build import small_output
+        from fsdp_skill.build import pipeline as build
+        def hang(catalog, path, root, **_):
+            print("staged", flush=True)
+            time.sleep(600)
+        build.build_index = hang
+        refs, root = Path({str(skill / "references")!r}), Path({str(skill)!r})
+        build.write_output(small_output({{"a.md": "# a\\n"}}), refs, root)
+    """,
+        skill,
+    )
+    left = [p.name for p in (skill / "references").iterdir() if p.name.startswith(".regenerate-")]
+    assert len(left) == 1
+    assert regenerate(skill, monkeypatch, output, check=True) == 0
+    out = capsys.readouterr().out
+    assert f"leftover: references/{left[0]} (a temporary folder an interrupted run left: delete it" in out
+    assert out.rstrip().endswith("references/ is up to date, but an interrupted run left 1 temporary entry "
+                                 "(listed above)")
+    assert (skill / "references" / left[0]).is_dir()  # --check changes nothing
 
 
 def test_a_fetch_killed_while_staging_leaves_a_folder_the_next_fetch_removes(skill: Path) -> None:  # noqa: F811

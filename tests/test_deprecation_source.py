@@ -6,7 +6,12 @@ import textwrap
 
 import pytest
 
-from fsdp_skill.apidoc.deprecation import deprecations_in_source, replacement_in, subjects
+from fsdp_skill.apidoc.deprecation import (
+    argument_deprecations_in_source,
+    deprecations_in_source,
+    replacement_in,
+    subjects,
+)
 
 
 def _scan(source: str, module: str = "pkg.mod", **kwargs: bool) -> dict[str, tuple[str | None, str]]:
@@ -82,6 +87,21 @@ def test_a_conditional_warning_about_an_argument_deprecates_nothing() -> None:
                 warnings.warn("The `optim_input` argument is deprecated", FutureWarning)
             for _ in range(3):
                 warnings.warn("ranks + tag as group identifier has been deprecated", FutureWarning)
+    ''') == {}
+
+
+def test_a_deprecated_argument_is_not_the_sibling_property_of_the_same_name() -> None:
+    assert _scan('''
+        import warnings
+
+        class DistributedDataParallel:
+            def __init__(self, module, broadcast_buffers=None):
+                if broadcast_buffers is not None:
+                    warnings.warn("`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead.",
+                                  FutureWarning)
+
+            @property
+            def broadcast_buffers(self): ...
     ''') == {}
 
 
@@ -178,7 +198,10 @@ def test_an_enum_member_the_warnings_condition_tests_is_marked_under_its_import_
                 )
     ''', module="torch.distributed.fsdp.sub._init_utils")
     assert list(found) == ["torch.distributed.fsdp.api.ShardingStrategy.NO_SHARD"]
-    assert found["torch.distributed.fsdp.api.ShardingStrategy.NO_SHARD"][0] == "DistributedDataParallel"
+    replacement, message = found["torch.distributed.fsdp.api.ShardingStrategy.NO_SHARD"]
+    assert replacement == "DistributedDataParallel"
+    assert message.startswith(
+        "Stated in the deprecation warning of torch.distributed.fsdp.sub._init_utils._init_core_state: The `NO_SHARD`")
 
 
 def test_a_warning_at_import_deprecates_the_module_and_its_public_names() -> None:
@@ -240,3 +263,45 @@ def test_message_subjects_exclude_the_replacement_clause() -> None:
     assert subjects("Use `set_gradient_divide_factor` instead") == []
     assert subjects("Please use `new_op` instead; `old_op` is deprecated.") == ["old_op"]
     assert replacement_in("FSDP.x() is deprecated. Please use APIs, get_state_dict() and ...") == "get_state_dict"
+    assert replacement_in("The module torch.distributed.launch is deprecated\nand will be removed. Use torchrun.\n"
+                          "Note that --use-env is set by default in torchrun.") == "torchrun"
+    assert replacement_in("`x` is deprecated; stop using it. Use it.") is None
+    assert replacement_in("will be deprecated. If you must use it, please revisit our documentation later") is None
+
+
+def test_an_argument_the_function_warns_about_is_listed_with_the_warning_that_names_its_replacement() -> None:
+    found = argument_deprecations_in_source(textwrap.dedent('''
+        import warnings
+
+        class DistributedDataParallel:
+            def __init__(self, module, broadcast_buffers=None, forward_sync_buffers=None):
+                if not isinstance(module, object):
+                    raise ValueError(f"bad {module}")  # an f-string with a parameter: not a warning helper
+                if broadcast_buffers is not None:
+                    if forward_sync_buffers is not None:
+                        warnings.warn("Both given. `broadcast_buffers` is deprecated and ignored.", FutureWarning)
+                    else:
+                        warnings.warn("`broadcast_buffers` is deprecated. Use `forward_sync_buffers` instead.",
+                                      FutureWarning)
+
+            @staticmethod
+            def _warn_optim_input(optim_input):
+                if optim_input is not None:
+                    warnings.warn("The `optim_input` argument is deprecated", FutureWarning)
+
+            @staticmethod
+            def rekey(osd, optim_input=None):
+                DistributedDataParallel._warn_optim_input(optim_input)
+    '''), "pkg.ddp")
+    assert {path: {arg: dep.replacement for arg, dep in args.items()} for path, args in found.items()} == {
+        "pkg.ddp.DistributedDataParallel": {"broadcast_buffers": "forward_sync_buffers"},
+        "pkg.ddp.DistributedDataParallel.rekey": {"optim_input": None},
+    }
+    assert deprecations_in_source(textwrap.dedent('''
+        import warnings
+
+        def save(state, path):
+            if path is None:
+                raise ValueError(f"no path for {state}")
+            warnings.warn("`save` is deprecated, use `store` instead", FutureWarning)
+    '''), "pkg.m")["pkg.m.save"].replacement == "store"  # f-strings outside warnings do not make a helper

@@ -211,3 +211,8 @@ def test_if_else_decorators_and_a_mistyped_def_keep_their_bodies() -> None:
 def test_a_block_ends_at_a_statement_back_at_column_zero() -> None:
     [example] = parse_doctest(">>> for i in range(2):\n>>>     x = i\n>>> # done\n>>> y = x\n")
     assert [s.source for s in example.steps] == ["for i in range(2):\n    x = i", "# done", "y = x"]
+
+
+def test_an_xdoctest_platform_requirement_is_an_operating_system_not_a_package_to_install() -> None:
+    [example] = parse_doctest(">>> # xdoctest: +REQUIRES(LINUX)\n>>> x = 1\n")
+    assert example.requires == ["platform:linux"]

@@ -7,6 +7,7 @@ import pytest
 from fsdp_skill.apidoc import deprecation
 from fsdp_skill.apidoc.drift import build_drift, covered_public_names, public_names
 from fsdp_skill.build.markdown_checks import artefacts, tables
+from fsdp_skill.core.catalog import Deprecation
 
 
 def _section(markdown: str, title_start: str) -> str:
@@ -34,7 +35,7 @@ def test_drift_lists_new_names_as_undocumented_with_reason_and_summary() -> None
     assert "Gather tensors from all ranks" in row
     assert "`torch.distributed.reduce_scatter_single`" in undocumented
     assert "`torch.distributed.all_reduce`" not in undocumented
-    assert artefacts(markdown) == [] and tables(markdown) == 3
+    assert artefacts(markdown) == [] and tables(markdown) == 4
 
 
 def test_a_re_export_of_a_documented_object_counts_as_documented() -> None:
@@ -107,3 +108,24 @@ def test_a_missing_name_says_whether_torch_lacks_it_or_its_module_needs_an_absen
     }
     assert failure in rows[f"`{etcd}`"] and "optional dependency" in rows[f"`{etcd}`"]
     assert "not in torch 2.13.0" in rows["`torch.distributed.tensor.placement_types.MaskPartial`"]
+
+
+@pytest.mark.torch
+def test_the_installed_sources_decide_and_a_replacement_or_an_override_is_never_deprecated() -> None:
+    from fsdp_skill.apidoc.drift import _resolve, deprecation_of
+
+    def dep(name: str) -> Deprecation | None:
+        return deprecation_of(_resolve(name), name)
+
+    assert dep("torch.distributed.fsdp.FSDPModule.set_gradient_divide_factor") is None  # the replacement
+    assert dep("torch.distributed.fsdp.FSDPModule.set_reduce_scatter_divide_factor") is not None
+    # DefaultStager overrides the deprecated AsyncStager.synchronize_staging without the marker
+    assert dep("torch.distributed.checkpoint.staging.AsyncStager.synchronize_staging") is not None
+    assert dep("torch.distributed.checkpoint.staging.DefaultStager.synchronize_staging") is None
+    no_shard = dep("torch.distributed.fsdp.ShardingStrategy.NO_SHARD")  # warned about in fsdp._init_utils
+    assert no_shard is not None and no_shard.replacement == "DistributedDataParallel"
+    assert dep("torch.distributed.fsdp.ShardingStrategy.FULL_SHARD") is None
+    legacy = dep("torch.distributed.fsdp.FullyShardedDataParallel.full_optim_state_dict")  # via a warning helper
+    assert legacy is not None and legacy.replacement == "FullyShardedDataParallel.optim_state_dict"
+    assert dep("torch.distributed.fsdp.FullyShardedDataParallel.optim_state_dict") is None
+    assert dep("torch.nn.parallel.DistributedDataParallel") is None  # only its broadcast_buffers argument is

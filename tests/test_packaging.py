@@ -252,7 +252,7 @@ def test_installed_wheel_refuses_to_write_next_to_its_data_in_one_line(
 @needs_build
 def test_skill_install_from_the_wheel_writes_a_folder_that_validates(installed: Path, tmp_path: Path) -> None:
     target = tmp_path / "skills" / "pytorch-fsdp"
-    result = run(installed, "skill", "install", "--dir", str(target), cwd=tmp_path)
+    result = run(installed, "skill", "install", "--dir", str(tmp_path / "skills"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "(installed package data)" in result.stdout
     assert set(skill_files(target)) == set(skill_files(ROOT))

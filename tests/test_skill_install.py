@@ -4,7 +4,10 @@ These install from this checkout (in-process); tests/test_packaging.py installs 
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,7 +63,7 @@ def test_default_folder_is_the_claude_skills_folder(tmp_path: Path, monkeypatch:
 def test_installing_the_same_version_again_changes_nothing(copy_of_install: Path,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     before = {p: p.stat().st_mtime_ns for p in copy_of_install.rglob("*")}
-    assert main(["skill", "install", "--dir", str(copy_of_install)]) == 0
+    assert main(["skill", "install", "--target", str(copy_of_install)]) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert {p: p.stat().st_mtime_ns for p in copy_of_install.rglob("*")} == before
 
@@ -69,11 +72,11 @@ def test_another_version_is_replaced_only_with_force(copy_of_install: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     _set_version(copy_of_install, "0.0.1")
     (copy_of_install / "references" / "gone-in-new-version.md").write_text("# old\n", encoding="utf-8")
-    assert main(["skill", "install", "--dir", str(copy_of_install)]) == 2
+    assert main(["skill", "install", "--target", str(copy_of_install)]) == 2
     err = capsys.readouterr().err
     assert "version 0.0.1" in err and "--force" in err and err.count("\n") == 1
     assert read_skill_info(copy_of_install).version == "0.0.1"  # type: ignore[union-attr]
-    assert main(["skill", "install", "--dir", str(copy_of_install), "--force"]) == 0
+    assert main(["skill", "install", "--target", str(copy_of_install), "--force"]) == 0
     assert "replacing version 0.0.1" in capsys.readouterr().out
     assert set(skill_files(copy_of_install)) == set(skill_files(ROOT))  # the old version's extra file is gone
 
@@ -149,7 +152,7 @@ def test_temporary_folders_of_a_killed_install_are_removed_by_the_next_one(tmp_p
 def test_a_source_without_the_skill_data_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("FSDP_SKILL_ROOT", str(tmp_path))
-    assert main(["skill", "install", "--dir", str(tmp_path / "out" / "pytorch-fsdp")]) == 2
+    assert main(["skill", "install", "--dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "lacks SKILL.md, references/catalog.json" in err and "FSDP_SKILL_ROOT" in err
     assert not (tmp_path / "out").exists()
@@ -157,5 +160,50 @@ def test_a_source_without_the_skill_data_is_a_clear_error(tmp_path: Path, monkey
 
 def test_a_folder_named_otherwise_gets_a_note_about_the_spec(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["skill", "install", str(tmp_path / "fsdp")]) == 0
+    assert main(["skill", "install", "--target", str(tmp_path / "fsdp")]) == 0
     assert "wants the folder named after the skill (pytorch-fsdp)" in capsys.readouterr().out
+
+
+def _fsdp_skill(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "FSDP_SKILL_ROOT"}
+    env.update(HOME=str(home), PYTHONPATH=str(ROOT / "server"))
+    return subprocess.run([sys.executable, "-m", "fsdp_skill", *args], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=home)
+
+
+def test_dir_is_the_skills_folder_and_the_skill_lands_in_dir_slash_pytorch_fsdp_which_validates(tmp_path: Path) -> None:
+    result = _fsdp_skill("skill", "install", "--dir", "~/skills", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    target = tmp_path / "skills" / "pytorch-fsdp"
+    assert f"into {target}:" in result.stdout and "note:" not in result.stdout
+    assert sorted(p.name for p in (tmp_path / "skills").iterdir()) == ["pytorch-fsdp"]
+    check = _fsdp_skill("validate", str(target), home=tmp_path)
+    assert check.returncode == 0 and "no problems" in check.stdout, check.stdout
+
+
+def test_dir_naming_the_skill_folder_itself_is_refused_pointing_at_target(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "skills" / "pytorch-fsdp"
+    assert main(["skill", "install", "--dir", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--dir {folder.parent}" in err and f"--target {folder}" in err
+    assert not folder.exists()
+
+
+def test_a_bare_folder_argument_is_refused_naming_both_options(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["skill", "install", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "ambiguous" in err and "--dir" in err and "--target" in err and not (tmp_path / "x").exists()
+
+
+def test_dir_and_target_together_are_an_argument_error(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["skill", "install", "--dir", str(tmp_path), "--target", str(tmp_path / "t")])
+    assert exit_info.value.code == 2
+
+
+def test_the_help_says_what_dir_and_target_mean() -> None:
+    result = _fsdp_skill("skill", "install", "--help", home=Path("/"))
+    text = " ".join(result.stdout.split())
+    assert "the skill goes into DIR/pytorch-" in text and "the skill folder itself, used as given" in text

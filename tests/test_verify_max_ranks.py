@@ -130,6 +130,21 @@ def test_the_nccl_report_folds_the_parts_and_names_a_missing_one(tmp_path: Path)
     assert "examples: missing" in text
 
 
+def test_the_nccl_report_tallies_the_claim_mutants_and_lists_survivors_first(tmp_path: Path) -> None:
+    claims = [_row("claim:c", "passed"), _row("mutant:claim:c:b-killed", "killed", "AssertionError: 0"),
+              _row("mutant:claim:c:a-survived", "survived", "the mutant's run passed"),
+              _row("mutant:claim:d:gpu", "skipped", "needs CUDA")]
+    report = combine(_pass_folder(tmp_path, {"claims": claims}))
+    text = render_markdown({**report, "pinned_torch": "2.11.0"})
+    assert "| mutants | killed | survived | skipped | failed | total |" in text
+    assert "| claim checks | 1 | 1 | 1 | 0 | 3 |" in text and "**1 survived**" in text
+    assert "| claim checks | 1 | 0 | 0 | 0 | 0 | 0 | 1 |" in text  # the checks' own row counts no mutant
+    mutants = text.split("## Mutants", 1)[1]
+    order = [mutants.index(f"`claim:{n}`") for n in ("c:a-survived", "c:b-killed", "d:gpu")]
+    assert order == sorted(order), mutants
+    assert "`mutant:" not in text.split("## Mutants", 1)[0], "mutant rows belong in their own table"
+
+
 def test_a_folder_without_the_pass_environment_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(NcclReportError, match="environment.json is missing"):
         combine(tmp_path)

@@ -289,13 +289,13 @@ def test_the_script_reports_a_missing_catalog_in_one_line_with_exit_code_2(tmp_p
 
 def test_the_verify_package_imports_nothing_but_the_stdlib_and_torch() -> None:
     # core.atomic (shared with the catalog), core.scratch (its temp names), core.paths (where the data is),
-    # core.errors, core.vocabulary (the statuses) and core.quoting (table cells) are stdlib only; core's
+    # core.errors, core.vocabulary (the statuses), core.quoting (table cells) and core.streams are stdlib only; core's
     # __init__ imports nothing.
     code = (
         "import sys; sys.path.insert(0, %r)\n"
         "STDLIB_ONLY = {'fsdp_skill', 'fsdp_skill.core', 'fsdp_skill.core.atomic', 'fsdp_skill.core.paths',"
         " 'fsdp_skill.core.errors', 'fsdp_skill.core.scratch', 'fsdp_skill.core.vocabulary',"
-        " 'fsdp_skill.core.quoting'}\n"
+        " 'fsdp_skill.core.quoting', 'fsdp_skill.core.streams'}\n"
         "import fsdp_skill.verify, fsdp_skill.verify.__main__, fsdp_skill.verify.worker, fsdp_skill.verify.plan\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'pydantic', 'mcp', 'httpx', 'rich', 'markdown_it'}"
         " or (m.startswith('fsdp_skill.') and not m.startswith('fsdp_skill.verify') and m not in STDLIB_ONLY))\n"
@@ -433,3 +433,17 @@ def test_a_name_error_raised_inside_library_code_is_not_mistaken_for_a_fragment(
     result = _run_in_process("torch.distributed.all_reduce", "eval('missing_inside_eval', {})")
     assert result["error"]["type"] == "NameError"
     assert "undefined_name" not in result["error"]
+
+
+@pytest.mark.torch
+def test_a_platform_requirement_skips_only_on_another_operating_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fsdp_skill.verify import plan
+
+    caps = plan.Capabilities("2.13.0", False, 0, False, True, True, True)
+    entry = {"id": "torch.utils.checkpoint.checkpoint#1", "world_size": 1, "requires": ["platform:linux"]}
+    spec = spec_from_entry({**entry, "steps": _steps(("x = 1", None))})
+    monkeypatch.setattr(plan.sys, "platform", "linux")
+    assert plan.skip_reason(spec, "gloo", 1, caps) is None
+    monkeypatch.setattr(plan.sys, "platform", "darwin")
+    reason = plan.skip_reason(spec, "gloo", 1, caps)
+    assert reason is not None and reason.startswith("needs linux:") and "pip install" not in reason

@@ -10,10 +10,13 @@ import pytest
 
 from fsdp_skill.build.what_changed import (
     END,
+    LEGACY_STARTS,
     START,
+    Group,
     WhatChangedError,
     apply_block,
     deprecated,
+    deprecated_groups,
     new_names,
     render_block,
     sync_skill,
@@ -34,22 +37,72 @@ def test_the_skill_md_block_is_what_regenerate_makes_from_the_committed_api_drif
     assert _block(SKILL) == render_block(DRIFT, catalog), "run `fsdp-skill regenerate`"
 
 
+def _spelled(name: str) -> str:
+    name = name.replace("torch.distributed.fsdp.FullyShardedDataParallel", "FSDP")
+    return "dist" + name[len("torch.distributed") :] if name.startswith("torch.distributed") else name
+
+
+def _says_replacement(item: str, short: str, replacement: str) -> bool:
+    """Whether a block item ("`a`, `b` → `r`", "(same name)", "(`x` → `y`)", "(+ `_y`)") gives replacement."""
+    last = replacement.rsplit(".", 1)[-1]
+    if f"→ `{last}`" in item or f"`{last}`" in item.split("→")[-1] or "(same name)" in item:
+        return True
+    rule = re.search(r"\(`(\w+)` → `(\w+)`\)", item)
+    if rule and short.replace(rule.group(1), rule.group(2)) == last:
+        return True
+    suffix = re.search(r"\(\+ `(_\w+)`\)", item)
+    return bool(suffix and short + suffix.group(1) == last)
+
+
 def test_every_deprecated_name_of_api_drift_is_on_the_first_screen_with_its_replacement() -> None:
-    rows = re.findall(r"^\| `(torch\.[\w.]+)` \| `?([\w.]*)`? \|", DRIFT.split("## Deprecated in", 1)[1], re.MULTILINE)
+    table = DRIFT.split("## Deprecated in", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| `(torch\.[\w.]+)` \| `?([\w.]*)`? \|", table, re.MULTILINE)
     assert (
-        len(rows) >= 10 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
+        len(rows) >= 25 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
     )
-    block = _block(SKILL)
+    lines = [ln for ln in _block(SKILL).splitlines() if ln.startswith("- `")]
     for name, replacement in rows:
-        short = "dist." + name[len("torch.distributed.") :]
-        assert f"`{short}`" in block, name
+        found = []
+        for line in lines:
+            owner = re.match(r"- `([\w.]+)`", line).group(1)  # type: ignore[union-attr]
+            for item in line.split(": ", 1)[1].split("; "):
+                for spelled in re.findall(r"`([\w.]+)`", item.split(" → ")[0].split(" (")[0]):
+                    if f"{owner}.{spelled}" == _spelled(name):
+                        found.append(item)
+        assert len(found) == 1, (name, found)
         if replacement:
-            assert f"`{short}` → `{replacement.replace('torch.distributed.', 'dist.')}`" in block, name
+            assert _says_replacement(found[0], name.rsplit(".", 1)[-1], replacement), (name, found[0])
+        else:
+            assert "(none named)" in found[0], name
+
+
+def test_deprecations_are_grouped_by_module_or_class_with_shared_replacements_once() -> None:
+    rows = [
+        ("torch.distributed.nn.functional.all_reduce", "torch.distributed._functional_collectives.all_reduce"),
+        ("torch.distributed.nn.functional.broadcast", "torch.distributed._functional_collectives.broadcast"),
+        ("torch.distributed.nn.functional.all_gather", "torch.distributed._functional_collectives.all_gather_single"),
+        ("torch.distributed.fsdp.FSDP.full_osd", "FSDP.optim_state_dict"),
+        ("torch.distributed.fsdp.FSDP.sharded_osd", "FSDP.optim_state_dict"),
+        ("torch.distributed.fsdp.FSDP.old", ""),
+        ("torch.distributed.fsdp.FSDPModule.set_old", "set_new"),
+        ("torch.distributed.fc.gather_tensor", "torch.distributed.fc.gather_single"),
+        ("torch.distributed.fc.scatter_tensor_autograd", "torch.distributed.fc.scatter_single_autograd"),
+    ]
+    assert deprecated_groups(rows) == [
+        Group("torch.distributed.nn.functional", "torch.distributed._functional_collectives", [
+            (["all_reduce", "broadcast"], "(same name)"),
+            (["all_gather"], "`all_gather_single`"),
+        ]),
+        Group("torch.distributed.fsdp.FSDP", "", [(["full_osd", "sharded_osd"], "`optim_state_dict`"), (["old"], "")]),
+        Group("torch.distributed.fsdp", "", [(["FSDPModule.set_old"], "`set_new`")]),  # a lone member joins its module
+        Group("torch.distributed.fc", "", [(["gather_tensor", "scatter_tensor_autograd"], "(`tensor` → `single`)")]),
+    ]
 
 
 def test_fully_shards_new_dp_mesh_dims_and_its_class_are_listed() -> None:
     block = _block(SKILL)
-    assert "`dist.fsdp`: `DataParallelMeshDims`" in block and "`fully_shard(dp_mesh_dims=...)`" in block
+    assert "`dist.fsdp`: `DataParallelMeshDims`, `share_comm_ctx`" in block
+    assert "`fully_shard(dp_mesh_dims=...)`" in block
     assert "torch.distributed.fsdp.DataParallelMeshDims" in new_names(DRIFT)
 
 
@@ -77,8 +130,9 @@ def test_render_lists_replacements_bare_deprecations_and_documented_new_names_on
         ("torch.distributed.old_op", "torch.distributed.new_op"),
         ("torch.distributed.gone", ""),
     ]
-    assert "- `dist.old_op` → `dist.new_op`" in block and "- no named replacement: `dist.gone`" in block
-    assert "`dist.fsdp`: `NewThing`" in block and "Logger" not in block  # no docstring, not in a listed module
+    assert "- `dist`: `old_op` → `new_op`; `gone` (none named)" in block
+    assert new_names(SMALL_DRIFT) == ["torch.distributed.fsdp.NewThing"]  # Logger: no docstring, not a listed module
+    assert "NewThing" not in block and "no upstream doc page" not in block  # no API entry: api-drift.md only
 
 
 def test_sync_rewrites_only_between_the_markers_and_check_mode_leaves_the_file(tmp_path: Path) -> None:
@@ -91,6 +145,11 @@ def test_sync_rewrites_only_between_the_markers_and_check_mode_leaves_the_file(t
     text = skill.read_text()
     assert "stale line" not in text and text.startswith("# Skill\n\nbefore\n") and text.endswith("\nafter\n")
     assert sync_skill(tmp_path, SMALL_DRIFT, catalog, write=False) is False
+
+
+def test_a_skill_md_with_an_earlier_start_marker_is_rewritten_with_the_current_one() -> None:
+    old = f"# Skill\n{LEGACY_STARTS[0]}\nstale\n{END}\nafter\n"
+    assert apply_block(old, f"{START}\nnew\n{END}") == f"# Skill\n{START}\nnew\n{END}\nafter\n"
 
 
 def test_a_skill_md_without_markers_is_a_clear_error() -> None:

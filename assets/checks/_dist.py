@@ -6,6 +6,7 @@ runs the check as a script, so this folder is first on sys.path.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -29,10 +30,14 @@ def init(backend: str | None = None) -> torch.device:
 
 
 def shutdown(code: int = 0) -> None:
-    """Destroy the group; on gloo leave with os._exit (pitfall 18: the abort at interpreter exit)."""
+    """Destroy the group; on gloo leave with os._exit (pitfall 18: the abort at interpreter exit).
+
+    os._exit skips atexit handlers, so first do what they would: flush logging's handlers (a buffered
+    record is lost otherwise) and stdout/stderr (block-buffered when piped, as under a launcher)."""
     gloo = dist.is_initialized() and dist.get_backend() == "gloo"
     if dist.is_initialized():
         dist.destroy_process_group()
+    logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     if gloo:

@@ -4,6 +4,8 @@ claim: clip_grad_norm_ fails when TP + FSDP2 leave parameters on two meshes; com
 backs: pitfalls
 world_size: 4
 requires: stated-ranks
+mutant: clip-each-mesh-alone: `torch.nn.utils.clip_grads_with_norm_(group, max_norm, total)` -> `torch.nn.utils.clip_grad_norm_(group, max_norm)`
+mutant: norms-summed: `total = torch.linalg.vector_norm(torch.stack(norms))` -> `total = torch.stack(norms).sum()`
 
 TP on a (dp=2, tp=2) mesh, then `fully_shard(mesh=mesh["dp"])`: the TP linears' parameters
 live on the 2-D mesh, the LayerNorm's on the 1-D dp mesh. `clip_grad_norm_` stacks the

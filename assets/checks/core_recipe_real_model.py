@@ -1,16 +1,22 @@
 """
 name: core-recipe-real-model
-claim: The core recipe's init after to_empty trains a model with MultiheadAttention, Embedding(padding_idx=0), LayerNorm and a non-persistent buffer: finite falling loss, zero padding row, different shards per rank.
+claim: The core recipe's init after to_empty trains a model with MultiheadAttention, Embedding(padding_idx=0), LayerNorm and a non-persistent buffer: finite falling loss, zero padding row and out_proj.bias, different shards per rank.
 backs: core-recipe
 world_size: 2
+mutant: in-place-on-shards: `m._parameters.update(full)  #` -> `full = own  #`; `p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))` -> `pass`
+mutant: pre-order: `for child in m.children():` -> `for child in ():`; `    visit(model)` -> `    [visit(m) for m in model.modules()]`
+mutant: no-init-buffers: `m.init_buffers()  #` -> `pass  #`
+mutant: no-mha-init: `getattr(m, "_reset_parameters", None)` -> `None`
 
 SKILL.md's core recipe, run on a model with the parts that break a naive
 `reset_parameters` loop (see the meta-init-gaps check): built on meta, `fully_shard` per
 block then root, `to_empty`, then `init_weights` (the function SKILL.md shows, copied
 verbatim: a test compares them). Asserted: after init the padding row is zero, the
 buffer holds its table, MultiheadAttention's in_proj_weight is a normal init (not
-to_empty garbage) and rank 0's shard differs from rank 1's; over 20 AdamW steps the loss
-is finite and falls, and the padding row stays zero.
+to_empty garbage) and its out_proj.bias is zero (as `MultiheadAttention._reset_parameters`
+leaves it), and rank 0's shard differs from rank 1's; over 20 AdamW steps the loss is
+finite and falls, and the padding row stays zero. (init-any-mesh checks the same init on
+1-D, HSDP and TP + FSDP meshes against the eager init.)
 """
 
 import math
@@ -26,21 +32,31 @@ VOCAB, DIM, HEADS, SEQ, BLOCKS, STEPS = 32, 16, 2, 12, 2, 20
 
 
 def init_weights(model: nn.Module, seed: int = 0) -> None:
-    """Initialise a model after fully_shard + to_empty (every parameter a sharded DTensor)."""
-    torch.manual_seed(seed + dist.get_rank())  # per-rank RNG: on CPU the same seed repeats shards
-    for m in model.modules():
-        if isinstance(m, nn.MultiheadAttention):
-            m._reset_parameters()  # it has no reset_parameters(): a hasattr loop skips it
-        elif hasattr(m, "reset_parameters"):
-            m.reset_parameters()
-        if isinstance(m, nn.Embedding) and m.padding_idx is not None:
-            w = m.weight  # reset_parameters' own zeroing of the row misses a DTensor
-            keep = torch.ones(w.shape[0], 1, device=w.device)
-            keep[m.padding_idx] = 0
-            with torch.no_grad():
-                w.mul_(distribute_tensor(keep, w.device_mesh, w.placements))
+    """After fully_shard + to_empty: each module's init on full tensors, one seed; each rank keeps its slice."""
+    torch.manual_seed(seed)  # the same seed on every rank
+    done: set[int] = set()  # tied weights keep their first owner's init
+
+    def visit(m: nn.Module) -> None:  # children first, as __init__ builds them
+        for child in m.children():
+            visit(child)
+        own = dict(m.named_parameters(recurse=False))
+        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)
+        if own and not init:
+            raise TypeError(f"{type(m).__name__} has parameters but no reset_parameters()")
+        full = {n: torch.empty(p.shape, dtype=p.dtype, device=p.device) for n, p in own.items()}
+        if init:
+            m._parameters.update(full)  # init full plain tensors, then put the shards back
+            init()
+            m._parameters.update(own)
+        with torch.no_grad():
+            for n, p in own.items():
+                if id(p) not in done:
+                    done.add(id(p))  # this rank's slice, no communication
+                    p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))
         if hasattr(m, "init_buffers"):
-            m.init_buffers()  # tables computed in __init__ (RoPE, positions) were on meta
+            m.init_buffers()  # tables computed in __init__ (RoPE) were on meta
+
+    visit(model)
 
 
 class Positions(nn.Module):
@@ -109,7 +125,11 @@ padding_row = model.embed.weight.full_tensor()[0]
 assert torch.count_nonzero(padding_row) == 0, padding_row
 torch.testing.assert_close(model.pos.table, Positions(SEQ, DIM).table.to(device))
 in_proj = model.blocks[0].attn.in_proj_weight.full_tensor()
-assert in_proj.abs().max() < 1.0, f"in_proj_weight max {in_proj.abs().max()}: not initialised"
+bound = math.sqrt(6 / (DIM + 3 * DIM))  # MultiheadAttention._reset_parameters: xavier_uniform_ on (3*DIM, DIM)
+assert 0.5 * bound < in_proj.abs().max() <= bound and in_proj.std() > 0.25 * bound, (
+    f"in_proj_weight max {in_proj.abs().max()}, std {in_proj.std()}: not xavier-initialised")
+out_bias = model.blocks[0].attn.out_proj.bias.full_tensor()
+assert torch.count_nonzero(out_bias) == 0, f"out_proj.bias not zero: {out_bias}"
 head = model.head.weight.full_tensor()
 half = head.shape[0] // 2
 assert not torch.equal(head[:half], head[half:]), "ranks drew identical shards"
@@ -135,5 +155,5 @@ assert all(math.isfinite(v) for v in losses), losses
 assert losses[-1] < 0.7 * losses[0], losses
 assert torch.count_nonzero(model.embed.weight.full_tensor()[0]) == 0
 say(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {STEPS} steps (finite); padding row zero before and after; "
-    f"in_proj max {in_proj.abs().max():.3f}; rank 0 and rank 1 shards differ")
+    f"in_proj max {in_proj.abs().max():.3f}; out_proj.bias zero; rank 0 and rank 1 shards differ")
 shutdown()

@@ -3,6 +3,8 @@ name: cpu-offload-pin-memory
 claim: On a CPU-only machine CPUOffloadPolicy() (pin_memory=True, the default) raises "Cannot access accelerator device"; CPUOffloadPolicy(pin_memory=False) trains on gloo.
 backs: pitfalls
 world_size: 2
+mutant: pinned-works-on-cpu: `fully_shard(Stack(), offload_policy=CPUOffloadPolicy())` -> `fully_shard(Stack(), offload_policy=CPUOffloadPolicy(pin_memory=False))`
+mutant: default-policy-on-root: `fully_shard(model, offload_policy=CPUOffloadPolicy(pin_memory=False))` -> `fully_shard(model, offload_policy=CPUOffloadPolicy())`
 
 Pinning host memory needs an accelerator. Without one, only the default `pin_memory=True`
 fails, in `fully_shard` itself; `CPUOffloadPolicy(pin_memory=False)` shards, trains and keeps the sharded

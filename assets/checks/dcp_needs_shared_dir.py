@@ -4,6 +4,8 @@ claim: A DCP checkpoint directory must be one directory every rank sees; saved t
 backs: pitfalls
 world_size: 2
 requires: stated-ranks
+mutant: local-is-shared: `local = tempfile.mkdtemp(prefix=f"dcp-local{rank}-")` -> `local = shared[0]`
+mutant: load-from-local: `dcp.load(state, checkpoint_id=shared[0])` -> `dcp.load(state, checkpoint_id=local)`
 
 Each rank writes its own shard files, and only the coordinator (rank 0) writes the
 `.metadata` that load needs. Here each rank saves to its own directory, as on node-local

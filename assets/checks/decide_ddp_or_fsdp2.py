@@ -3,6 +3,7 @@ name: decide-ddp-or-fsdp2
 claim: DDP keeps a full replica of every parameter on each rank; FSDP2's fully_shard (torch.distributed.fsdp) keeps 1/world_size of each parameter as a DTensor sharded on dim 0, so both train the same model with different memory.
 backs: decide-first
 world_size: 2
+mutant: replica-alone: `replica, sharded = DDP(copy.deepcopy(base)), copy.deepcopy(base)` -> `replica, sharded = DDP(copy.deepcopy(base), process_group=dist.new_subgroups(group_size=1)[0]), copy.deepcopy(base)`
 
 Same model, same data, two ways: after 3 SGD steps DDP and FSDP2 hold the same weights;
 DDP stores every element on every rank, FSDP2 a dim-0 shard (Shard(0)) of each.

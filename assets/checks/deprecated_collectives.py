@@ -1,12 +1,16 @@
 """
 name: deprecated-collectives
-claim: dist.all_gather_into_tensor and dist.reduce_scatter_tensor warn FutureWarning in torch 2.13; dist.all_gather_single and dist.reduce_scatter_single give the same results without a warning.
+claim: dist.all_gather_into_tensor and dist.reduce_scatter_tensor warn FutureWarning since torch 2.13; dist.all_gather_single and dist.reduce_scatter_single (new in 2.13) give the same results without a warning.
 backs: what-changed
 world_size: 2
+mutant: old-gather-name: `run(dist.all_gather_single, new_gather, x)` -> `run(dist.all_gather_into_tensor, new_gather, x)`
+mutant: old-scatter-name: `run(dist.reduce_scatter_single, new_rs, x.clone())` -> `run(dist.reduce_scatter_tensor, new_rs, x.clone())`
 
 The two collectives most training code calls by their pre-2.13 names. Each old call
 warns (a `-W error` run or a warnings-as-errors test suite dies on it); the replacement
-takes the same (output, input) arguments and fills the same output.
+takes the same (output, input) arguments and fills the same output. Both are new in 2.13: torch
+2.12.1's distributed_c10d.py has neither the `*_single` functions nor the warnings (read from its
+wheel's source); code that must run on older torch keeps the old names there.
 """
 
 import warnings

@@ -4,6 +4,8 @@ claim: On a sharded DTensor, indexing then .item() gives the global value, a red
 backs: pitfalls
 world_size: 2
 requires: stated-ranks
+mutant: full-sum: `partial = weight.sum().item()` -> `partial = weight.sum().full_tensor().item()`
+mutant: tolist-of-full: `    bias.tolist()` -> `    bias.full_tensor().tolist()`
 
 `bias[0].item()` redistributes and returns element 0 of the whole tensor on every rank;
 `weight.sum()` is a DTensor with a Partial placement, whose `.item()` is this rank's

@@ -5,6 +5,7 @@ backs: tuning
 world_size: 1
 requires: cuda
 rests_on: torch/cuda/memory.py:1197 `return torch._C._accelerator_setAllocatorSettings(env)`
+mutant: not-expandable: `= "expandable_segments:True"` -> `= "expandable_segments:False"`
 
 The variable is read by the C++ caching allocator (the same settings string that
 `torch._C._accelerator_setAllocatorSettings` applies). This check sets it before torch

@@ -3,11 +3,12 @@ name: forward-method-hooks
 claim: A method other than forward (e.g. generate) skips FSDP2's unshard hooks and fails on the sharded root parameters until register_fsdp_forward_method registers it.
 backs: pitfalls
 world_size: 2
+mutant: not-registered: `register_fsdp_forward_method(model, "generate")` -> `pass`
+mutant: forward-instead: `    sharded().generate(x)` -> `    sharded()(x)`
 
 `generate` below uses the root's own `head` directly. Without registration the root's
-parameters are still sharded DTensors when it runs and the call raises; after
-`model = sharded()
-register_fsdp_forward_method(model, "generate")` it all-gathers them like forward does.
+parameters are still sharded DTensors when it runs and the call raises; registered with
+`register_fsdp_forward_method(model, name)` it all-gathers them like forward does.
 """
 
 import torch

@@ -1,14 +1,19 @@
 """
 name: fsdp1-cpu-offload-state-dict
-claim: On a CPU-only run, an FSDP1 full state dict with offload_to_cpu=True raises on rank 0 ("setStorage ... out of bounds for storage of size 0"); offload_to_cpu=False or DCP's get_model_state_dict work.
+claim: On a CPU-only run, an FSDP1 full state dict with offload_to_cpu=True raises on rank 0 ("setStorage ... out of bounds for storage of size 0"), and so does DCP's get_model_state_dict(full_state_dict=True, cpu_offload=True) on an FSDP1 model; offload_to_cpu=False, or get_model_state_dict(full_state_dict=True) without cpu_offload, return the weights.
 backs: pitfalls
 world_size: 2
 requires: stated-ranks
+mutant: offload-off: `FullStateDictConfig(offload_to_cpu=True, rank0_only=True)):` -> `FullStateDictConfig(offload_to_cpu=False, rank0_only=True)):`
+mutant: dcp-without-offload: `get_model_state_dict(other, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` -> `get_model_state_dict(other, options=StateDictOptions(full_state_dict=True))`
+mutant: offload-on-the-working-call: `FullStateDictConfig(offload_to_cpu=False, rank0_only=True)):` -> `FullStateDictConfig(offload_to_cpu=True, rank0_only=True)):`
 
 FSDP1 on gloo (`device_id=torch.device("cpu")`: FSDP1 refuses to start on CPU otherwise).
 `FullStateDictConfig(offload_to_cpu=True, rank0_only=True)` makes rank 0 clone a freed
-storage; the same call with offload_to_cpu=False, and DCP's
-`get_model_state_dict(..., full_state_dict=True, cpu_offload=True)`, return the weights.
+storage; DCP's `get_model_state_dict(..., StateDictOptions(full_state_dict=True, cpu_offload=True))`
+on an FSDP1 model takes the same path and fails the same way (on a second model: a failed call
+leaves its model mid-unshard). The same call with offload_to_cpu=False, and
+`get_model_state_dict(..., StateDictOptions(full_state_dict=True))`, return equal weights on rank 0.
 """
 
 import os
@@ -19,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from _dist import init, say
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FullStateDictConfig, StateDictType
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
@@ -29,6 +35,15 @@ model = FSDP(nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), device_id=torch.de
 with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=False, rank0_only=True)):
     kept = model.state_dict()
 assert (len(kept) == 4) == (rank == 0), list(kept)
+via_dcp = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+if rank == 0:
+    assert via_dcp.keys() == kept.keys() and all(torch.equal(via_dcp[k], kept[k]) for k in kept), list(via_dcp)
+dcp_error = ""
+other = FSDP(nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), device_id=torch.device("cpu"))
+try:  # DCP's cpu_offload=True goes the same way on an FSDP1 model (a second one: a failed call spoils its model)
+    get_model_state_dict(other, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+except RuntimeError as exc:
+    dcp_error = str(exc).splitlines()[0]
 error = ""
 try:
     with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, FullStateDictConfig(offload_to_cpu=True, rank0_only=True)):
@@ -37,7 +52,9 @@ except RuntimeError as exc:
     error = str(exc).splitlines()[0]
 if rank == 0:
     assert "out of bounds for storage of size 0" in error, error
-    say(f"offload_to_cpu=False: {len(kept)} tensors on rank 0; offload_to_cpu=True on CPU: RuntimeError: {error[:90]}")
+    assert "out of bounds for storage of size 0" in dcp_error, dcp_error
+    say(f"offload_to_cpu=False: {len(kept)} tensors on rank 0, equal to get_model_state_dict(full, cpu_offload); "
+        f"offload_to_cpu=True on CPU: RuntimeError: {error[:90]}")
 # Rank 0 left the state-dict call part way: leave without another collective.
 sys.stdout.flush()
 os._exit(0)

@@ -4,6 +4,7 @@ claim: FSDPMemTracker (torch.distributed._tools.fsdp2_mem_tracker) attributes a 
 backs: tuning
 world_size: 2
 requires: stated-ranks
+mutant: no-optimizer: `FSDPMemTracker(model, optim)` -> `FSDPMemTracker(model)`
 
 Tracks one step of a 4-block FSDP2 model with Adam on gloo. The peak snapshot per device
 has one entry per kind; the sharded parameters are about half the unsharded ones at 2

@@ -4,6 +4,8 @@ claim: DDP is Joinable (the Join context manager handles uneven inputs); an FSDP
 backs: pitfalls
 world_size: 2
 requires: stated-ranks
+mutant: join-a-ddp: `with Join([sharded]):  # type: ignore[list-item]` -> `with Join([DDP(nn.Linear(4, 4))]):`
+mutant: no-drop-last: `rank=dist.get_rank(), drop_last=True)` -> `rank=dist.get_rank(), drop_last=False)`
 
 `Join` accepts only `Joinable`s: DistributedDataParallel is one, an FSDP2 module is not,
 so FSDP needs equal batch counts. DistributedSampler provides them: by default it pads

@@ -4,6 +4,7 @@ claim: gloo runs collectives on CPU tensors and implements monitored_barrier, wh
 backs: pitfalls
 world_size: 2
 requires: stated-ranks
+mutant: rank1-arrives: `    store.wait(["done"], datetime.timedelta(seconds=60))` -> `    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))`
 
 On gloo, an all_reduce of CPU tensors works, and `monitored_barrier` (gloo only) raises on
 rank 0 naming the rank that never reached it within its timeout.

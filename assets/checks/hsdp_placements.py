@@ -4,6 +4,8 @@ claim: fully_shard(mesh=2-D mesh) is HSDP: parameters are replicated across the 
 backs: decide-first
 world_size: 4
 requires: stated-ranks
+mutant: per-rank-init: `torch.manual_seed(0)` -> `torch.manual_seed(dist.get_rank())`
+mutant: one-d-mesh: `fully_shard(model, mesh=mesh)` -> `fully_shard(model)`
 
 On a ("replicate", "shard") mesh of 2 x 2, each parameter is a DTensor with placements
 (Replicate(), Shard(0)): the two ranks of one replica group hold the same half, and

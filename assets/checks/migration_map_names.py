@@ -1,25 +1,34 @@
 """
 name: migration-map-names
-claim: The FSDP1 -> FSDP2 migration map's names exist as stated in torch 2.13 (wrapper prefix vs in-place class swap, fully_shard's parameters, policies' fields, FSDPModule methods).
+claim: The FSDP1 -> FSDP2 migration map's API rows behave as stated in torch 2.13: FSDP1 wraps (names gain `_fsdp_wrapped_module.`) while fully_shard swaps the class in place and keeps the names (its full state dict loads into the plain model); fully_shard has no use_orig_params or auto_wrap_policy; ignored_params stay unsharded; DeviceMesh.from_group shards over an existing group; MixedPrecisionPolicy has the four fields; FSDP1's state_dict_type warns FutureWarning.
 backs: migration-map
 world_size: 2
 requires: stated-ranks
+mutant: names-from-the-wrapper: `fsdp2_names = [n for n, _ in model.named_parameters()]` -> `fsdp2_names = [n for n, _ in fsdp1.named_parameters()]`
+mutant: nothing-ignored: `ignored_params={model.head.bias}` -> `ignored_params=set()`
+mutant: mesh-of-a-subgroup: `DeviceMesh.from_group(dist.group.WORLD, "cpu")` -> `DeviceMesh.from_group(dist.new_group([dist.get_rank()]), "cpu")`
 
-Checks each row of the map in fsdp1_to_fsdp2_migration.py that names an API: FSDP1 wraps
-(`_fsdp_wrapped_module.` in names), FSDP2 swaps the class in place (`FSDP<Class>`) and
-keeps names; fully_shard takes mesh / reshard_after_forward (bool or int) / mp_policy /
-offload_policy / ignored_params and no use_orig_params; MixedPrecisionPolicy's fields;
-DeviceMesh.from_group; the FSDPModule methods the map points to; register_fsdp_forward_method;
-FSDP1's state_dict_type warns FutureWarning.
+Each row of the map in assets/patterns/fsdp1_to_fsdp2_migration.py that names an API, checked
+by what it does, not only that the name exists:
+- FSDP1 (`FullyShardedDataParallel(..., use_orig_params=True)`) returns a wrapper whose parameter
+  names carry `_fsdp_wrapped_module.`; `fully_shard` makes the class `FSDP<Class>` in place,
+  keeps every name, and its full state dict (`get_model_state_dict(..., full_state_dict=True)`)
+  loads with `strict=True` into the unsharded model, equal to the sharded weights;
+- `fully_shard(use_orig_params=True)` and `auto_wrap_policy=` raise TypeError;
+- `ignored_params={...}` leaves that parameter a plain full tensor, the others DTensors;
+- `DeviceMesh.from_group(pg, "cpu")` (FSDP1's `process_group=`): fully_shard on it shards each
+  parameter over the group's ranks (half a weight per rank here);
+- MixedPrecisionPolicy's fields are param_dtype, reduce_dtype, output_dtype, cast_forward_inputs;
+- FSDP1's `state_dict_type` warns FutureWarning (use get_state_dict / set_state_dict).
 """
 
 import dataclasses
-import inspect
 import warnings
 
 import torch
 import torch.distributed as dist
 from _dist import Stack, init, say, shutdown
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import (
     FSDPModule,
@@ -27,40 +36,57 @@ from torch.distributed.fsdp import (
     MixedPrecisionPolicy,
     StateDictType,
     fully_shard,
-    register_fsdp_forward_method,
 )
 from torch.distributed.tensor import DTensor, Shard
 
 init()
+world = dist.get_world_size()
 names = [n for n, _ in Stack().named_parameters()]
 
 fsdp1 = FullyShardedDataParallel(Stack(), device_id=torch.device("cpu"), use_orig_params=True)
-assert any("_fsdp_wrapped_module." in n for n, _ in fsdp1.named_parameters())
+assert all("_fsdp_wrapped_module." in n for n, _ in fsdp1.named_parameters())
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
     with FullyShardedDataParallel.state_dict_type(fsdp1, StateDictType.SHARDED_STATE_DICT):
         pass
 assert any(issubclass(w.category, FutureWarning) for w in caught), [str(w.message) for w in caught]
 
+for removed in ({"use_orig_params": True}, {"auto_wrap_policy": None}):
+    try:
+        fully_shard(Stack(), **removed)
+        raise AssertionError(f"fully_shard accepted {removed}")
+    except TypeError:
+        pass
+
+torch.manual_seed(0)
 model = Stack()
 for block in model.blocks:
-    fully_shard(block, reshard_after_forward=2)  # an int: reshard to groups of 2 ranks after forward
-fully_shard(model)
+    fully_shard(block)
+fully_shard(model, ignored_params={model.head.bias})
+fsdp2_names = [n for n, _ in model.named_parameters()]
 assert type(model).__name__ == "FSDPStack" and isinstance(model, FSDPModule)
-assert [n for n, _ in model.named_parameters()] == names
-assert all(isinstance(p, DTensor) and p.placements == (Shard(0),) for p in model.parameters())
-params = inspect.signature(fully_shard).parameters
-assert {"mesh", "reshard_after_forward", "mp_policy", "offload_policy", "ignored_params"} <= set(params)
-assert "use_orig_params" not in params and "auto_wrap_policy" not in params
+assert fsdp2_names == names, fsdp2_names
+assert not isinstance(model.head.bias, DTensor), "an ignored parameter was sharded"
+assert all(isinstance(p, DTensor) and p.placements == (Shard(0),) for n, p in model.named_parameters()
+           if n != "head.bias")
+full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))
+plain = Stack()
+plain.load_state_dict(full, strict=True)  # same names: an FSDP2 checkpoint loads into the unsharded model
+for (name, p), q in zip(model.named_parameters(), plain.parameters()):
+    torch.testing.assert_close(p.full_tensor() if isinstance(p, DTensor) else p, q, msg=name)
+
+mesh = DeviceMesh.from_group(dist.group.WORLD, "cpu")
+on_group = Stack()
+fully_shard(on_group, mesh=mesh)
+weight = on_group.inp.weight
+assert weight.device_mesh.size() == world and weight.to_local().shape[0] == 16 // world, weight.to_local().shape
+
 assert {f.name for f in dataclasses.fields(MixedPrecisionPolicy)} == {
     "param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"}
-assert callable(DeviceMesh.from_group) and callable(register_fsdp_forward_method)
-for method in ("set_requires_gradient_sync", "set_modules_to_forward_prefetch", "set_modules_to_backward_prefetch",
-               "unshard", "reshard", "set_reduce_scatter_divide_factor", "set_all_reduce_hook",
-               "set_custom_reduce_scatter", "set_reshard_after_backward", "set_reshard_after_forward"):
-    assert callable(getattr(FSDPModule, method)), method
-model(torch.randn(4, 16)).sum().backward()  # the int reshard_after_forward runs on 2 ranks
-say(f"FSDP1 wraps (prefix _fsdp_wrapped_module.), FSDP2 class {type(model).__name__} keeps {len(names)} names; "
-    "fully_shard/MixedPrecisionPolicy/FSDPModule names as in the map; state_dict_type warns FutureWarning")
+model(torch.randn(4, 16)).sum().backward()
+say(f"FSDP1 wraps (prefix _fsdp_wrapped_module.); FSDP2 class {type(model).__name__} keeps {len(names)} names, "
+    "its full state dict loads strict into the plain model; use_orig_params/auto_wrap_policy raise TypeError; "
+    f"the ignored head.bias stays a full tensor; DeviceMesh.from_group shards {16 // world} of 16 rows per rank; "
+    "state_dict_type warns FutureWarning")
 dist.barrier()
 shutdown()

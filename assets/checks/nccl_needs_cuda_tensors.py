@@ -5,6 +5,8 @@ backs: pitfalls
 world_size: 2
 requires: cuda
 rests_on: torch/distributed/distributed_c10d.py:5419 `raise ValueError("monitored_barrier is only implemented for GLOO backend.")`
+mutant: gloo-side-group: `nccl = dist.new_group(backend="nccl")` -> `nccl = dist.new_group(backend="gloo")`
+mutant: nccl-only-default: `dist.init_process_group("cpu:gloo,cuda:nccl", device_id=device)` -> `dist.init_process_group("nccl", device_id=device)`
 
 On an NCCL group an all_reduce of a CPU tensor raises and monitored_barrier raises
 ValueError; a group created with backend "cpu:gloo,cuda:nccl" routes CPU tensors to gloo

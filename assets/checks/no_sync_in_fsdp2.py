@@ -3,6 +3,7 @@ name: no-sync-in-fsdp2
 claim: FSDP2 modules have no no_sync(); set_requires_gradient_sync(False) on all but the last microbatch accumulates the same gradients as syncing every time.
 backs: pitfalls
 world_size: 2
+mutant: sync-first-not-last: `set_requires_gradient_sync(index == len(micro) - 1)` -> `set_requires_gradient_sync(index == 0)`
 
 Two microbatches: with gradient sync off for the first and on for the last, the sharded
 gradients equal those of reduce-scattering after every microbatch.

@@ -3,6 +3,7 @@ name: optimizer-before-shard
 claim: An optimizer built before fully_shard holds the replaced parameters; step() leaves the sharded model unchanged.
 backs: pitfalls
 world_size: 2
+mutant: rebuilt-after: `fully_shard(early)` -> `optim_early = torch.optim.SGD(fully_shard(early).parameters(), lr=0.1)`
 
 fully_shard swaps every parameter for a new DTensor parameter. An optimizer created
 earlier still points at the old tensors, which no longer get gradients: step() updates

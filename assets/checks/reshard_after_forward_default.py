@@ -3,6 +3,7 @@ name: reshard-after-forward-default
 claim: fully_shard's reshard_after_forward defaults to None: True for every module but the root, which keeps its parameters unsharded from forward to backward.
 backs: migration-map
 world_size: 2
+mutant: root-reshards-by-default: `fully_shard(model, **({} if root is None else {"reshard_after_forward": root}))` -> `fully_shard(model, reshard_after_forward=True if root is None else root)`
 
 After a forward pass with the default, each block's parameters are sharded again
 (DTensors) while the root's own parameters (inp, head) stay unsharded until backward;

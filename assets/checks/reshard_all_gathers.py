@@ -4,6 +4,8 @@ claim: reshard_after_forward decides the backward all-gathers: the default re-ga
 backs: tuning
 world_size: 4
 requires: stated-ranks
+mutant: root-reshards: `    fully_shard(model)` -> `    fully_shard(model, reshard_after_forward=True)`
+mutant: reshard-after-backward: `model.set_reshard_after_backward(False)  # keep` -> `model.set_reshard_after_backward(True)  # keep`
 
 Counts the all-gathers FSDP2 issues (it calls `dist.all_gather_single`; wrapped here)
 for one forward + backward of a root with 4 blocks on 4 ranks:

@@ -3,6 +3,8 @@ name: root-only-shard
 claim: Sharding only the root still shards parameters and optimizer state, but all-gathers the whole model at once: no overlap, full-model peak.
 backs: pitfalls
 world_size: 2
+mutant: blocks-not-sharded: `    fully_shard(block)` -> `    pass`
+mutant: root-only-shards-blocks: `fully_shard(root_only)` -> `[fully_shard(b) for b in root_only.blocks] and fully_shard(root_only)`
 
 With `fully_shard(model)` alone each rank still stores 1/world_size of the parameters and
 of Adam's state. What it loses: the model is one communication unit, so during forward

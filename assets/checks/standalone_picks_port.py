@@ -3,6 +3,7 @@ name: standalone-picks-port
 claim: torchrun --standalone ignores a MASTER_PORT set in the environment and picks a free port itself.
 backs: pitfalls
 world_size: 1
+mutant: static-rendezvous-honours-port: `"--standalone", "--nproc-per-node"` -> `"--master-port", "29555", "--nproc-per-node"`
 
 This check launches a nested `torchrun --standalone` with MASTER_PORT=29555 in its
 environment; the worker sees another MASTER_PORT. For several nodes use

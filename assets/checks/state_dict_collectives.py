@@ -4,11 +4,14 @@ claim: model.state_dict() and the sharded get_model_state_dict return at once on
 backs: pitfalls
 world_size: 2
 requires: stated-ranks
+mutant: every-rank-calls: `    store.wait(["done"], wait)` -> `    get_model_state_dict(model, options=StateDictOptions(full_state_dict=True)) and store.wait(["done"], wait)`
+mutant: sharded-alone: `get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))` -> `get_model_state_dict(model)`
 
 Rank 0 alone calls `model.state_dict()` and the default (sharded) `get_model_state_dict`:
 both return immediately, with DTensor values whose local part is rank 0's shard (what a
 `torch.save` on rank 0 would store). Rank 0 alone asking for the full state dict blocks in
-an all-gather until the timeout (3 s here); with every rank calling it, it completes.
+an all-gather: after 3 s it has neither returned nor raised (it would wait for the group's timeout,
+30 min on gloo); with every rank calling it, it completes.
 """
 
 import datetime
@@ -53,7 +56,7 @@ if rank == 0:
     thread = threading.Thread(target=alone, daemon=True)
     thread.start()
     thread.join(timeout=3)
-    assert thread.is_alive() or outcome != ["returned"], "a full state dict on rank 0 alone returned"
+    assert thread.is_alive() and not outcome, f"a full state dict on rank 0 alone did not block: {outcome}"
     say("rank 0 alone: state_dict() and sharded get_model_state_dict returned DTensor shards at once; "
         "full_state_dict=True was still blocked after 3 s")
     store.set("done", "1")

@@ -4,6 +4,8 @@ title: Activation checkpointing with FSDP2 (checkpoint_wrapper or torch.utils.ch
 world_size: 2
 requires:
 tags: fsdp2, fully_shard, activation checkpointing, checkpoint_wrapper, apply_activation_checkpointing, torch.utils.checkpoint, recompute, memory, state_dict names
+mutant: wrapped-too-small: `apply_activation_checkpointing(wrapped, check_fn=lambda m: isinstance(m, Block))` -> `apply_activation_checkpointing(wrapped, check_fn=lambda m: isinstance(m, nn.LayerNorm))`
+mutant: checkpoint-call-dropped: `x = checkpoint(block, x, use_reentrant=False) if self.checkpoint_in_forward else block(x)` -> `x = block(x)`
 
 Activation checkpointing (AC) drops a block's activations after forward and recomputes
 them in backward: less activation memory for one more forward per block. With FSDP2 apply
@@ -20,6 +22,12 @@ all-gather. Two ways, both asserted here to give the same gradients as no AC at 
 
 `use_reentrant=False` is the variant that works with FSDP2 (and is what
 checkpoint_wrapper uses by default).
+
+That AC happens is observed: each block counts its forward calls, and with AC every
+block's forward runs twice per step (once in forward, once recomputed in backward),
+without AC once. `apply_activation_checkpointing` and `checkpoint_wrapper` live in
+torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py in torch 2.13 (a private
+module path, public API for years; its import path may move).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/activation_checkpointing.py
 """
@@ -71,8 +79,10 @@ class Block(nn.Module):
         super().__init__()
         self.norm = nn.LayerNorm(DIM)
         self.mlp = nn.Sequential(nn.Linear(DIM, 4 * DIM), nn.GELU(), nn.Linear(4 * DIM, DIM))
+        self.calls = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1  # a recompute in backward calls forward again
         return x + self.mlp(self.norm(x))
 
 
@@ -125,9 +135,15 @@ def main() -> None:
         x = torch.randn(8, DIM, generator=gen).to(device)
         step_losses = []
         for model in (plain, wrapped, in_forward):
+            blocks = [m for m in model.modules() if isinstance(m, Block)]
+            for block in blocks:
+                block.calls = 0
             loss = model(x).square().mean()
             loss.backward()
             step_losses.append(loss.item())
+            # Forward once per block, plus once more in backward where activations are recomputed.
+            expected = 1 if model is plain else 2
+            assert [b.calls for b in blocks] == [expected] * BLOCKS, (type(model).__name__, [b.calls for b in blocks])
         # Gradients (and so the whole training run) equal with and without AC.
         for ac_model in (wrapped, in_forward):
             for a, b in zip(plain.parameters(), ac_model.parameters()):

@@ -4,6 +4,8 @@ title: CPU offload from the GPU of parameters, gradients and optimizer state wit
 world_size: 1
 requires: cuda
 tags: fsdp2, fully_shard, CPUOffloadPolicy, OffloadPolicy, cpu offload, memory, pin_memory, training
+mutant: shards-on-the-gpu: `model.to_empty(device="cpu")` -> `model.to_empty(device=device)`
+mutant: root-not-offloaded: `fully_shard(model, offload_policy=policy)` -> `fully_shard(model)`
 
 `fully_shard(module, offload_policy=CPUOffloadPolicy())` keeps the *sharded*
 parameters, their gradients and the optimizer state in (pinned) CPU memory. Before

@@ -4,6 +4,7 @@ title: CPUOffloadPolicy(pin_memory=False) on CPU-only gloo, equal to training wi
 world_size: 2
 requires: gloo
 tags: fsdp2, fully_shard, CPUOffloadPolicy, cpu offload, pin_memory, gloo, cpu, testing
+mutant: default-pinned-policy: `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy(pin_memory=False))` -> `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy())`
 
 `CPUOffloadPolicy()` pins host memory, which needs an accelerator: on a CPU-only machine
 `fully_shard` raises "Cannot access accelerator device when none is available".
@@ -12,8 +13,11 @@ CPU-only tests and CI on gloo. (On a CPU-only machine nothing moves: parameters 
 live on the CPU; the point is running the same code path. For real offloading from the
 GPU see the cpu-offload pattern.)
 
-Asserted: the offloaded model's sharded parameters, gradients and optimizer state are on
-the CPU, and its losses equal those of the same model sharded without offload.
+Asserted: `fully_shard(..., offload_policy=CPUOffloadPolicy())` raises that error here (on a
+machine without an accelerator), the offloaded model's sharded parameters, gradients and
+optimizer state are on the CPU, and its losses equal those of the same model sharded
+without offload. `CPUOffloadPolicy.pin_memory` defaults to True in torch 2.13
+(torch/distributed/fsdp/_fully_shard/_fsdp_api.py:199).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/cpu_offload_gloo.py
 """
@@ -63,6 +67,13 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
     base = nn.Sequential(*(Block() for _ in range(BLOCKS)))
+    if not torch.accelerator.is_available():  # the default policy pins memory: it needs an accelerator
+        try:
+            fully_shard(copy.deepcopy(base), offload_policy=CPUOffloadPolicy())
+        except RuntimeError as exc:
+            assert "Cannot access accelerator device when none is available" in str(exc), exc
+        else:
+            raise AssertionError("CPUOffloadPolicy() (pin_memory=True) worked without an accelerator")
     offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy(pin_memory=False))
     plain = shard(copy.deepcopy(base), None)
     optims = [torch.optim.AdamW(m.parameters(), lr=1e-2) for m in (offloaded, plain)]

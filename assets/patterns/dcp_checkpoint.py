@@ -1,9 +1,11 @@
 """
 name: dcp-checkpoint
-title: Sharded checkpoint save/load with torch.distributed.checkpoint (DCP), plus a full state dict for inference
+title: Sharded checkpoint save/load with torch.distributed.checkpoint (DCP), loaded at the same and at another world size, plus a full state dict for inference
 world_size: 2
 requires:
-tags: fsdp2, checkpoint, dcp, torch.distributed.checkpoint, get_state_dict, set_state_dict, StateDictOptions, full_state_dict, cpu_offload, Stateful, resume, inference export
+tags: fsdp2, checkpoint, dcp, torch.distributed.checkpoint, get_state_dict, set_state_dict, StateDictOptions, full_state_dict, cpu_offload, Stateful, resume, inference export, reshard, world size
+mutant: no-load-at-one-rank: `dcp.load({"app": AppState(small_model, small_optim)}, checkpoint_id=ckpt, process_group=solo)` -> `pass`
+mutant: export-not-full: `full_sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` -> `full_sd = get_model_state_dict(model, options=StateDictOptions(cpu_offload=True))`
 
 Training checkpoints: each rank writes only its own shards, in parallel, with
 `dcp.save`; `dcp.load` reads them back in place (and can reshard to another world
@@ -22,7 +24,18 @@ converting offline: `python -m torch.distributed.checkpoint.format_utils dcp_to_
 What the script asserts:
 1. the round trip restores identical tensors (model shards and optimizer state) into a
    freshly initialized model, and training continues identically from there;
-2. the exported full state dict loads into a plain model that gives the same outputs.
+2. another world size: the checkpoint the 2 ranks wrote is loaded by rank 0 alone, a 1-rank
+   group (`dist.new_group([0])`, `DeviceMesh.from_group`, `fully_shard(..., mesh=...)`,
+   `dcp.load(..., process_group=solo)`), as a restart on fewer GPUs would. Its model and
+   optimizer state equal the saved state bit for bit (as full state dicts), and its next step
+   on both ranks' batches together gives the 2-rank step's mean loss (to float tolerance:
+   the gradient is averaged in another order). (A 2 -> 4 rank load, with per-rank RNG state,
+   is in the dcp-resume pattern.)
+3. the exported full state dict loads into a plain model that gives the same outputs.
+
+APIs as in torch 2.13: `dcp.save/load(state_dict, checkpoint_id=..., process_group=...)`,
+`torch.distributed.checkpoint.state_dict.get_state_dict/set_state_dict/get_model_state_dict`,
+`DeviceMesh.from_group`.
 
 The checkpoint directory must be visible to all ranks (a shared filesystem across
 nodes); set CHECKPOINT_DIR to keep it, otherwise a temporary directory is used and removed.
@@ -32,6 +45,7 @@ Run: torchrun --standalone --nproc-per-node 2 assets/patterns/dcp_checkpoint.py
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import shutil
@@ -49,6 +63,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_state_dict,
 )
 from torch.distributed.checkpoint.stateful import Stateful
+from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor
 
@@ -89,13 +104,13 @@ def make_model() -> nn.Sequential:
     return nn.Sequential(nn.Linear(DIM, 2 * DIM), nn.ReLU(), nn.Linear(2 * DIM, 2 * DIM), nn.ReLU(), nn.Linear(2 * DIM, DIM))
 
 
-def build(device: torch.device, seed: int) -> tuple[nn.Module, torch.optim.Optimizer]:
+def build(device: torch.device, seed: int, mesh: DeviceMesh | None = None) -> tuple[nn.Module, torch.optim.Optimizer]:
     torch.manual_seed(seed)
     model = make_model().to(device)
     for layer in model:
         if isinstance(layer, nn.Linear):
-            fully_shard(layer)
-    fully_shard(model)
+            fully_shard(layer, mesh=mesh)  # mesh=None: all ranks of the default group
+    fully_shard(model, mesh=mesh)
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
 
 
@@ -139,6 +154,39 @@ def local_tensors(tree: Any, prefix: str = "") -> dict[str, torch.Tensor]:
     return out
 
 
+def assert_same_tree(saved: Any, loaded: Any, where: str) -> None:
+    if isinstance(saved, dict):
+        assert isinstance(loaded, dict) and saved.keys() == loaded.keys(), (where, sorted(saved), sorted(loaded))
+        for key in saved:
+            assert_same_tree(saved[key], loaded[key], f"{where}.{key}")
+    elif isinstance(saved, (list, tuple)):
+        assert isinstance(loaded, (list, tuple)) and len(saved) == len(loaded), where
+        for i, (a, b) in enumerate(zip(saved, loaded)):
+            assert_same_tree(a, b, f"{where}.{i}")
+    elif isinstance(saved, torch.Tensor):
+        assert torch.equal(saved, loaded.cpu()), f"{where} differs"
+    else:
+        assert saved == loaded, (where, saved, loaded)
+
+
+def load_at_one_rank(device: torch.device, ckpt: str, saved_full: tuple[dict, dict], x: torch.Tensor,
+                     expected_loss: float) -> None:
+    """Rank 0 alone loads what every rank saved: DCP reshards to the smaller world size."""
+    solo = dist.new_group([0])  # every rank calls new_group; only rank 0 is in it
+    if dist.get_rank() != 0:
+        return
+    mesh = DeviceMesh.from_group(solo, device.type)
+    small_model, small_optim = build(device, seed=321, mesh=mesh)
+    dcp.load({"app": AppState(small_model, small_optim)}, checkpoint_id=ckpt, process_group=solo)
+    loaded = get_state_dict(small_model, small_optim, options=StateDictOptions(full_state_dict=True))
+    assert_same_tree(saved_full[0], loaded[0], "model")
+    assert_same_tree(saved_full[1], loaded[1], "optim")
+    loss = train_step(small_model, small_optim, x, x.flip(-1))
+    assert abs(loss - expected_loss) <= 1e-5 * abs(expected_loss), (loss, expected_loss)
+    print(f"loaded at 1 rank: model and optimizer state equal the 2-rank save; next-step loss {loss:.6f} "
+          f"(2 ranks: {expected_loss:.6f})", flush=True)
+
+
 def shared_checkpoint_dir() -> tuple[str, bool]:
     """CHECKPOINT_DIR if set (kept), else a temp dir made by rank 0 and broadcast (removed at the end)."""
     if os.environ.get("CHECKPOINT_DIR"):
@@ -152,8 +200,11 @@ def main() -> None:
     device = init_distributed()
     rank = dist.get_rank()
     ckpt_dir, temporary = shared_checkpoint_dir()
-    data_gen = torch.Generator().manual_seed(100 + rank)
-    batches = [torch.randn(BATCH, DIM, generator=data_gen).to(device) for _ in range(STEPS + 1)]
+    def batches_of(r: int) -> list[torch.Tensor]:
+        data_gen = torch.Generator().manual_seed(100 + r)
+        return [torch.randn(BATCH, DIM, generator=data_gen).to(device) for _ in range(STEPS + 1)]
+
+    batches = batches_of(rank)
 
     # Train a little so the optimizer has state (exp_avg, exp_avg_sq, step) worth saving.
     model, optim = build(device, seed=0)
@@ -161,13 +212,19 @@ def main() -> None:
         train_step(model, optim, x, x.flip(-1))
 
     # --- Save: every rank writes its shards; metadata goes in ckpt_dir/.metadata.
-    dcp.save({"app": AppState(model, optim)}, checkpoint_id=os.path.join(ckpt_dir, "step3"))
+    ckpt = os.path.join(ckpt_dir, "step3")
+    dcp.save({"app": AppState(model, optim)}, checkpoint_id=ckpt)
     saved = local_tensors(AppState(model, optim).state_dict())
+    # The same state as full state dicts on rank 0's CPU: what a load at another world size must give.
+    # Deep-copied: tensors already on the CPU can come back as the live ones (AdamW's `step` here, in a
+    # CPU run: without the copy the next optimizer step changed the "saved" value).
+    saved_full = copy.deepcopy(
+        get_state_dict(model, optim, options=StateDictOptions(full_state_dict=True, cpu_offload=True)))
 
     # --- Load into a differently initialized model and a fresh optimizer.
     restored_model, restored_optim = build(device, seed=123)
     # The optimizer has no state before its first step: loading fills it in.
-    dcp.load({"app": AppState(restored_model, restored_optim)}, checkpoint_id=os.path.join(ckpt_dir, "step3"))
+    dcp.load({"app": AppState(restored_model, restored_optim)}, checkpoint_id=ckpt)
     restored = local_tensors(AppState(restored_model, restored_optim).state_dict())
 
     assert saved.keys() == restored.keys(), sorted(saved.keys() ^ restored.keys())
@@ -179,6 +236,10 @@ def main() -> None:
     assert loss_a == loss_b, (loss_a, loss_b)
     if rank == 0:
         print(f"DCP round trip: {len(saved)} tensors identical on every rank; next-step loss {loss_a:.6f} == {loss_b:.6f}", flush=True)
+    mean_loss = torch.tensor(loss_a)
+    dist.all_reduce(mean_loss, op=dist.ReduceOp.AVG)  # the 2-rank step's loss over the global batch
+    everyone = torch.cat([batches_of(r)[STEPS] for r in range(dist.get_world_size())])
+    load_at_one_rank(device, ckpt, saved_full, everyone, mean_loss.item())
 
     # --- Export for inference: one full, unsharded state dict on rank 0's CPU.
     full_sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))

@@ -4,9 +4,14 @@ title: DDP with the Join context manager for uneven inputs across ranks
 world_size: 2
 requires: stated-ranks
 tags: ddp, DistributedDataParallel, Join, uneven inputs, join, hang, data parallel, training
+mutant: no-join: `with Join([model]):  # without this` -> `if True:  # without this`
+mutant: divide-by-active-ranks: `with Join([model]):  # without this` -> `with Join([model], divide_by_initial_world_size=False):  # without this`
 
-When ranks get different numbers of batches, plain DDP hangs: the rank that runs out
-stops calling backward, and the others wait forever in their gradient all-reduce.
+When ranks get different numbers of batches, plain DDP breaks: the rank that runs out
+stops calling backward, and the others' gradient all-reduce has no partner. It waits until
+the group's timeout (30 min on gloo, 10 min on NCCL by default) and then raises, or, when the
+early rank goes on to another collective, the two may match up wrongly. This script sets a
+60 s timeout so a broken run fails within a minute.
 `with Join([model]):` fixes it: a rank that has finished "shadows" the collectives
 of the ranks still training (it contributes zeros to their all-reduces) until every
 rank has joined. By default the gradient is still divided by the full world size
@@ -18,15 +23,20 @@ FSDP (1 and 2) is not; with FSDP make inputs even instead (DistributedSampler wi
 drop_last=True, or cap every rank at the global minimum number of batches).
 
 Here rank r gets 4 + 3r batches. The script trains, checks the replicas are still
-identical afterwards, and checks the loss on a held-out batch went down.
+identical afterwards, and checks the loss on a held-out batch went down. On a step where
+rank 1 trains alone it compares DDP's gradient with the local one: half of it (divided by
+the initial world size, 2). `Join` and `divide_by_initial_world_size` are as in torch 2.13's
+torch/distributed/algorithms/join.py and DDP's `join_hook` (torch/nn/parallel/distributed.py).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/ddp_join_uneven_inputs.py
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -46,7 +56,9 @@ def init_distributed() -> torch.device:
         dist.init_process_group("nccl", device_id=device)
     else:
         device = torch.device("cpu")
-        dist.init_process_group("gloo")
+        # A collective left without a partner (what the no-join mutant produces) fails after this,
+        # not after gloo's default 30 minutes.
+        dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     return device
 
 def shutdown() -> None:
@@ -86,14 +98,28 @@ def main() -> None:
             return nn.functional.mse_loss(model.module(held_out), held_out @ teacher.to(device)).item()
 
     before = held_out_loss()
-    with Join([model]):  # without this, rank 0 finishes early and rank 1 hangs in all-reduce
-        for _ in range(6):  # a few epochs over this rank's (uneven) shard of data
+    epochs = 6
+    alone_from = epochs * 4  # rank 0's number of steps: from then on the other ranks train without it
+    step, compared = 0, 0
+    with Join([model]):  # without this, rank 0 finishes early and rank 1's all-reduce has no partner
+        for _ in range(epochs):  # a few epochs over this rank's (uneven) shard of data
             for x in batches:
-                loss = nn.functional.mse_loss(model(x), x @ teacher.to(device))
+                target = x @ teacher.to(device)
+                local = copy.deepcopy(model.module) if step == alone_from else None
+                loss = nn.functional.mse_loss(model(x), target)
                 loss.backward()
+                if local is not None:
+                    # The same batch without DDP: the gradient this rank computes on its own.
+                    nn.functional.mse_loss(local(x), target).backward()
+                    for mine, synced in zip(local.parameters(), model.module.parameters()):
+                        # rank 0 has joined and contributes zeros; the sum is divided by the initial world size
+                        torch.testing.assert_close(synced.grad, mine.grad / dist.get_world_size())
+                    compared += 1
                 optim.step()
                 optim.zero_grad()
+                step += 1
     after = held_out_loss()
+    assert compared == (1 if rank > 0 else 0), compared
 
     # DDP keeps replicas identical even with Join: compare every parameter with rank 0's.
     for name, param in model.module.named_parameters():

@@ -4,35 +4,53 @@ title: Debugging hangs and collective mismatches (TORCH_DISTRIBUTED_DEBUG, monit
 world_size: 2
 requires: stated-ranks
 tags: debugging, hang, timeout, deadlock, TORCH_DISTRIBUTED_DEBUG, monitored_barrier, NCCL_DEBUG, flight recorder, TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_FR_BUFFER_SIZE, desync
+mutant: no-detail: `os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")` -> `os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "OFF")`
+mutant: flight-recorder-off: `os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")` -> `os.environ["TORCH_FR_BUFFER_SIZE"] = "0"`
+mutant: barrier-without-timeout: `dist.monitored_barrier(group=gloo, timeout=SHORT, wait_all_ranks=True)` -> `dist.barrier(group=gloo)`
 
-A distributed hang is almost always one rank not issuing a collective the others
-issued (an early return, a data-dependent branch, uneven batches), or ranks issuing
-different collectives (shapes, order). This script reproduces three such faults on
-gloo, each caught in seconds instead of hanging:
+Most stuck jobs come from one rank not issuing a collective the others issued (an
+early return, a data-dependent branch, uneven batches), or from ranks issuing different
+collectives (shapes, order). Neither hangs forever, and neither always hangs:
+- a collective that only some ranks issue waits for the group's timeout, then raises
+  (defaults: 30 min for gloo and the other non-NCCL backends, 10 min for NCCL:
+  torch/distributed/constants.py, kProcessGroupNCCLDefaultTimeout in
+  torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:157-158);
+- an all_reduce of different shapes on gloo *returns* on one rank, with a wrong result and
+  no error, while the other rank waits until the timeout (shown below, step 2).
+This script reproduces such faults on gloo, each caught in seconds:
 
-1. `TORCH_DISTRIBUTED_DEBUG=DETAIL`: every collective is first checked across ranks
-   (op, shape, dtype); a mismatch raises "Detected mismatch between collectives on
-   ranks" naming both sides, instead of hanging or silently corrupting data.
-2. `dist.monitored_barrier(group, timeout, wait_all_ranks=True)`: a barrier that
-   names the ranks that did not arrive ("Ranks 1 failed to pass monitoredBarrier").
-   It is gloo-only: under NCCL, create a side group with `dist.new_group(backend="gloo")`.
-3. The flight recorder (`TORCH_FR_BUFFER_SIZE=N`, or `TORCH_NCCL_TRACE_BUFFER_SIZE=N`
-   under NCCL): a ring buffer of the last N collectives per rank with sequence id,
-   op, sizes, state and Python stack. Comparing ranks' last sequence ids shows which
-   collective a rank never joined.
+1. `TORCH_DISTRIBUTED_DEBUG=DETAIL`: every collective on a group created while DETAIL is on
+   is first checked across ranks (op, shape, dtype); a mismatch raises "Detected mismatch
+   between collectives on ranks" naming both sides.
+2. The same mismatch without DETAIL: rank 0's all_reduce returns a wrong sum, rank 1's times
+   out after the group's (here short) timeout.
+3. `dist.monitored_barrier(group, timeout, wait_all_ranks=True)`: a barrier that names the
+   ranks that did not arrive ("Ranks 1 failed to pass monitoredBarrier"). It is gloo-only:
+   under NCCL, create a side group with `dist.new_group(backend="gloo")`.
+4. The flight recorder: a ring buffer of the last N collectives per rank with sequence id,
+   op, sizes, state and Python stack; comparing ranks' last sequence ids shows which
+   collective a rank never joined. In torch 2.13 it is on by default with N = 2000:
+   `TORCH_FR_BUFFER_SIZE` (older name `TORCH_NCCL_TRACE_BUFFER_SIZE`, read second) sets N, 0
+   turns it off (torch/include/torch/csrc/distributed/c10d/FlightRecorder.hpp:110-111; a
+   torchcomms group reads the same two, torch/distributed/distributed_c10d.py:2126-2129).
+   Set it explicitly on other releases: only 2.13 was checked here.
 
-Checklist for a real NCCL hang (set these in the launch environment, before init):
+Checklist for a real NCCL hang (set these in the launch environment, before init; the NCCL
+ones cannot be run here, CPU only, and rest on the 2.13 headers cited):
 - `NCCL_DEBUG=INFO` (`NCCL_DEBUG_SUBSYS=INIT,COLL,NET`): NCCL's own init/transport logs;
   `WARN` for errors only.
-- `TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1
-  TORCH_FR_DUMP_TEMP_FILE=/tmp/fr_trace_`: on a watchdog timeout each rank dumps its
-  flight recorder to /tmp/fr_trace_<rank>; analyse all ranks together with
-  `python -m torch.distributed.flight_recorder.fr_trace /tmp -p fr_trace_`
-  (in 2.13 that CLI handles NCCL dumps; it raises a KeyError on gloo dumps, hence the
-  in-script comparison below).
-- `init_process_group(..., timeout=timedelta(minutes=10))`: a short timeout turns an
-  endless hang into an error with a dump (default 10 min for NCCL, 30 min for gloo).
-- `TORCH_NCCL_ASYNC_ERROR_HANDLING=1` (default 3): abort the communicator on timeout.
+- `TORCH_NCCL_DUMP_ON_TIMEOUT=1` with the flight recorder on (the default in 2.13) and
+  `TORCH_NCCL_ENABLE_MONITORING=1` (ProcessGroupNCCL.hpp:71-75): on a watchdog timeout each
+  rank dumps its flight recorder to `TORCH_FR_DUMP_TEMP_FILE` + rank (older name
+  `TORCH_NCCL_DEBUG_INFO_TEMP_FILE`; the file name is prefix + rank, FlightRecorder.hpp:80-84),
+  e.g. `TORCH_FR_DUMP_TEMP_FILE=/tmp/fr_trace_` -> /tmp/fr_trace_<rank>; analyse all ranks
+  together with `python -m torch.distributed.flight_recorder.fr_trace /tmp -p fr_trace_`.
+- `init_process_group(..., timeout=timedelta(minutes=10))`: a shorter timeout turns a long
+  wait into an error (and a dump) sooner.
+- `TORCH_NCCL_ASYNC_ERROR_HANDLING`: what the NCCL watchdog does on an error or timeout:
+  1 tears the process down, 3 tears it down without aborting the communicators first
+  (ProcessGroupNCCL.hpp:160-172); torchrun sets 1 in its workers unless you set it
+  (torch/distributed/elastic/agent/server/local_elastic_agent.py:430-432).
 - `py-spy dump --pid <pid>` on every rank: where each one is stuck in Python.
 - `TORCH_DISTRIBUTED_DEBUG=DETAIL` costs an extra all-gather per collective: debug only.
 
@@ -44,8 +62,10 @@ from __future__ import annotations
 import os
 import sys
 
-# Both knobs are read when the process group is created: set them before init (normally
-# in the launch environment; setdefault keeps whatever the launcher already set).
+# Both knobs are read before any group exists: DETAIL when torch.distributed is imported and when
+# each group is created, the flight recorder's size when it is first used. Set them before
+# importing torch (normally in the launch environment; setdefault keeps what the launcher set).
+# 2000 is 2.13's default; it is spelled out so the script says what it relies on.
 os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
 os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
 
@@ -58,6 +78,7 @@ import torch.distributed as dist  # noqa: E402
 
 STUCK_RANK = 1
 SHORT = timedelta(seconds=2)  # side groups time out fast so the demo never hangs
+CHECKED = timedelta(seconds=30)  # DETAIL's cross-rank check runs on this group's timeout: room for a busy CPU
 
 
 def init_distributed() -> torch.device:
@@ -92,13 +113,26 @@ def shutdown() -> None:
 
 def demo_collective_mismatch(device: torch.device) -> str:
     """Ranks all-reduce tensors of different shapes; DETAIL mode catches it before it runs."""
-    group = dist.new_group()  # a throwaway group: the default one stays clean
+    group = dist.new_group(timeout=CHECKED)  # a throwaway group: the default one stays clean
     tensor = torch.ones(2 + dist.get_rank(), device=device)  # shape [2] on rank 0, [3] on rank 1
     try:
         dist.all_reduce(tensor, group=group)
     except RuntimeError as exc:
-        return str(exc).splitlines()[0]
-    raise AssertionError("TORCH_DISTRIBUTED_DEBUG=DETAIL did not catch the shape mismatch")
+        message = str(exc).splitlines()[0]
+        assert "Detected mismatch between collectives" in message, message
+        return message
+    raise AssertionError(f"TORCH_DISTRIBUTED_DEBUG=DETAIL did not catch the shape mismatch (got {tensor.tolist()})")
+
+
+def demo_silent_mismatch() -> str:
+    """The same shape mismatch on a group created without DETAIL: no check, no hang on rank 0."""
+    group = dist.new_group(backend="gloo", timeout=SHORT)
+    tensor = torch.ones(2 + dist.get_rank())
+    try:
+        dist.all_reduce(tensor, group=group)
+    except RuntimeError as exc:
+        return f"raised after the group's timeout: {str(exc).splitlines()[0][-60:]}"
+    return f"returned {tensor.tolist()}, no error"
 
 
 def demo_monitored_barrier() -> str | None:
@@ -130,7 +164,9 @@ def demo_flight_recorder(device: torch.device) -> None:
     # torch._C._distributed_c10d._dump_fr_trace() is the in-process dump (private API; with
     # TORCH_FR_DUMP_TEMP_FILE/TORCH_NCCL_DUMP_ON_TIMEOUT the NCCL watchdog writes the same data).
     trace = pickle.loads(torch._C._distributed_c10d._dump_fr_trace())
-    entries = [e for e in trace["entries"] if "all_reduce" in e["profiling_name"]]
+    # Entries of every group are in one buffer: keep this side group's (process_group = (name, description)).
+    entries = [e for e in trace["entries"]
+               if e["process_group"][0] == side.group_name and "all_reduce" in e["profiling_name"]]
     mine = [(e["collective_seq_id"], e["profiling_name"], e["state"], e["frames"][-1]["line"]) for e in entries]
     everyone: list[list[tuple] | None] = [None] * dist.get_world_size()
     dist.all_gather_object(everyone, mine)  # the healthy default group carries the evidence
@@ -153,9 +189,18 @@ def main() -> None:
     message = demo_collective_mismatch(device)
     print(f"rank {rank}: mismatch caught: {message[:110]}...", flush=True)
     # DETAIL wraps each group created while it is on, checking every collective with a
-    # monitored barrier first: that alone would catch the next two faults. Turn it off so
-    # the next groups show what monitored_barrier and the flight recorder report by themselves.
+    # monitored barrier first: that alone would catch the next faults. Turn it off so the next
+    # groups show what happens without it, and what monitored_barrier and the flight recorder
+    # report by themselves.
     dist.set_debug_level(dist.DebugLevel.OFF)
+
+    outcome = demo_silent_mismatch()
+    print(f"rank {rank}: the same mismatch without DETAIL: {outcome}", flush=True)
+    if rank == 0:  # [1, 1] + the first two of rank 1's [1, 1, 1]: a wrong result, reported as success
+        assert outcome == "returned [2.0, 2.0], no error", outcome
+    else:
+        assert outcome.startswith("raised"), outcome
+    dist.barrier()  # rank 0 waits here until rank 1's all_reduce has timed out: creating a group needs both
 
     missing = demo_monitored_barrier()
     if missing is not None:

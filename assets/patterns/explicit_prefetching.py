@@ -4,6 +4,9 @@ title: Explicit forward/backward prefetching with set_modules_to_forward_prefetc
 world_size: 2
 requires:
 tags: fsdp2, fully_shard, prefetch, set_modules_to_forward_prefetch, set_modules_to_backward_prefetch, unshard, overlap, performance
+mutant: no-prefetch: `block.set_modules_to_forward_prefetch(blocks[i + 1 : i + 1 + PREFETCH])` -> `pass`; `block.set_modules_to_backward_prefetch(blocks[max(0, i - PREFETCH) : i][::-1])` -> `pass`
+mutant: forward-only: `block.set_modules_to_backward_prefetch(blocks[max(0, i - PREFETCH) : i][::-1])` -> `pass`
+mutant: backward-farthest-first: `blocks[max(0, i - PREFETCH) : i][::-1]` -> `blocks[max(0, i - PREFETCH) : i]`
 
 By default FSDP2 prefetches one block ahead: in forward it all-gathers block i+1
 while block i computes (implicitly, through the CUDA stream order), and in backward
@@ -20,6 +23,17 @@ all-gather starts before the data loader hands over the batch. Prefetching more
 blocks costs more memory (more unsharded blocks alive at once); it never changes
 the numbers, which this script checks against a model without explicit prefetching
 before training it.
+
+That the prefetching happens is observed, not assumed: the script wraps the all-gather
+FSDP2 issues (`dist.all_gather_single` in 2.13, torch/distributed/fsdp/_fully_shard/
+_fsdp_collectives.py:119; `dist.all_gather_into_tensor` in earlier releases), tells the
+blocks apart by the size of what they gather (each block has its own width), and
+records which blocks have been all-gathered when each block's forward and backward
+pre-hooks run. With PREFETCH=2, when block i's forward starts blocks 0..i+2 have been
+all-gathered (by default only 0..i: on CPU nothing runs ahead); in backward the blocks
+are gathered nearest first, and when block i's backward starts blocks down to i-1 are
+already gathered (by default down to i). `set_modules_to_*_prefetch` exist in torch
+2.13's FSDPModule (torch/distributed/fsdp/_fully_shard/_fully_shard.py:513, 533).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/explicit_prefetching.py
 """
@@ -68,10 +82,10 @@ def shutdown() -> None:
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, width: int) -> None:
         super().__init__()
-        self.up = nn.Linear(dim, 2 * dim)
-        self.down = nn.Linear(2 * dim, dim)
+        self.up = nn.Linear(dim, width)
+        self.down = nn.Linear(width, dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x + self.down(nn.functional.gelu(self.up(x)))
@@ -80,7 +94,9 @@ class Block(nn.Module):
 class Model(nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.blocks = nn.ModuleList(Block(DIM) for _ in range(BLOCKS))
+        # A different width per block (even sizes: no padding at 2 ranks), so that the size of an
+        # all-gather tells which block it gathers.
+        self.blocks = nn.ModuleList(Block(DIM, (2 + i) * DIM) for i in range(BLOCKS))
         self.head = nn.Linear(DIM, DIM)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -105,6 +121,46 @@ def build(device: torch.device, explicit_prefetch: bool) -> Model:
     return model
 
 
+def record_all_gathers() -> list[int]:
+    """Wrap the all-gather functions FSDP2 looks up on `torch.distributed` at each call; the returned
+    list gets the element count of every all-gather input (one per FSDP module unshard)."""
+    numels: list[int] = []
+
+    def spy(collective):
+        def wrapper(*args, **kwargs):
+            numels.append((kwargs["input_tensor"] if "input_tensor" in kwargs else args[1]).numel())
+            return collective(*args, **kwargs)
+        return wrapper
+
+    for name in ("all_gather_single", "all_gather_into_tensor"):
+        if hasattr(dist, name):
+            setattr(dist, name, spy(getattr(dist, name)))
+    return numels
+
+
+def gather_order(model: Model, x: torch.Tensor, y: torch.Tensor, numels: list[int]) -> dict[str, list[list[int]]]:
+    """One forward + backward; for each block (in the order they run), the blocks all-gathered so far
+    in this pass when its forward pre-hook runs, and in backward since backward began."""
+    shard_numel = {sum(p.to_local().numel() for p in block.parameters()): i for i, block in enumerate(model.blocks)}
+    forward_seen: list[list[int]] = []
+    backward_seen: list[list[int]] = []
+    start = [len(numels), 0]
+
+    def gathered(since: int) -> list[int]:
+        return [shard_numel[n] for n in numels[since:] if n in shard_numel]  # the head is not a block
+
+    hooks = []
+    for block in model.blocks:
+        hooks.append(block.register_forward_pre_hook(lambda *_: forward_seen.append(gathered(start[0]))))
+        hooks.append(block.register_full_backward_pre_hook(lambda *_: backward_seen.append(gathered(start[1]))))
+    loss = nn.functional.mse_loss(model(x), y)
+    start[1] = len(numels)
+    loss.backward()
+    for hook in hooks:
+        hook.remove()
+    return {"forward": forward_seen, "backward": backward_seen}
+
+
 def main() -> None:
     device = init_distributed()
     rank = dist.get_rank()
@@ -113,10 +169,30 @@ def main() -> None:
     x = torch.randn(BATCH, DIM, generator=data_gen).to(device)
     y = x @ teacher.to(device)
 
+    numels = record_all_gathers()
     plain = build(device, explicit_prefetch=False)
     prefetched = build(device, explicit_prefetch=True)
-    for model in (plain, prefetched):
-        nn.functional.mse_loss(model(x), y).backward()
+    default_order = gather_order(plain, x, y, numels)
+    order = gather_order(prefetched, x, y, numels)
+    last = BLOCKS - 1
+    for i, seen in enumerate(order["forward"]):
+        # When block i's forward starts, blocks 0 .. i + PREFETCH have been all-gathered, in order.
+        assert seen == list(range(min(last, i + PREFETCH) + 1)), f"forward of block {i}: gathered {seen}"
+    for i, seen in enumerate(default_order["forward"]):
+        assert seen == list(range(i + 1)), f"default forward of block {i}: gathered {seen}"
+    for j, seen in enumerate(order["backward"]):
+        i = last - j  # backward runs the blocks in reverse
+        # Nearest first, and when block i's backward starts, block i - 1 is gathered already (by block
+        # i + 1's prefetch: a module's own pre-backward, which prefetches, runs after its backward pre-hook).
+        reach = last if i == last else max(0, i - PREFETCH + 1)
+        assert seen == list(range(last, reach - 1, -1)), f"backward of block {i}: gathered {seen}"
+    for j, seen in enumerate(default_order["backward"]):
+        assert seen == list(range(last, last - j - 1, -1)), f"default backward of block {last - j}: gathered {seen}"
+    if rank == 0:
+        print(f"all-gathered when each block's forward starts: explicit {order['forward']}, default "
+              f"{default_order['forward']}", flush=True)
+        print(f"all-gathered when each block's backward starts: explicit {order['backward']}, default "
+              f"{default_order['backward']}", flush=True)
     for (name, a), b in zip(plain.named_parameters(), prefetched.parameters()):
         torch.testing.assert_close(a.grad.to_local(), b.grad.to_local(), msg=f"{name}: prefetching changed grads")
     if rank == 0:

@@ -4,6 +4,8 @@ title: Frozen parameters with FSDP2 (LoRA-style fine-tuning): train adapters, ke
 world_size: 2
 requires:
 tags: fsdp2, fully_shard, lora, frozen parameters, requires_grad, fine-tuning, adapters, peft, get_model_state_dict
+mutant: base-not-frozen: `model.requires_grad_(False)` -> `model.requires_grad_(True)`
+mutant: b-not-zero: `nn.Parameter(torch.zeros(base.out_features, r))` -> `nn.Parameter(torch.randn(base.out_features, r))`
 
 LoRA: each frozen base `nn.Linear` gets a trainable low-rank update `B @ A` (B starts at
 zero, so training starts from the base model). With FSDP2, frozen and trainable
@@ -12,7 +14,9 @@ sharding, shard as usual, and give the optimizer only the trainable parameters. 
 parameters get no gradient (`.grad is None`) and no reduce-scatter; they are still
 all-gathered for compute.
 
-Asserted: base weights bit-identical after training, adapters changed, loss down, and
+Asserted: before training the model's outputs equal the base model's (B = 0); base weights
+(every tensor but the LoRA ones) get no gradient and are bit-identical after training,
+adapters changed, loss down, and
 the adapters-only state dict (filter `get_model_state_dict` by the trainable names)
 holds exactly the LoRA tensors, full or sharded.
 
@@ -21,6 +25,7 @@ Run: torchrun --standalone --nproc-per-node 2 assets/patterns/frozen_params_lora
 
 from __future__ import annotations
 
+import copy
 import os
 import sys
 
@@ -88,6 +93,7 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
     model = nn.Sequential(*(Block() for _ in range(BLOCKS))).to(device)  # the "pretrained" base
+    base_model = copy.deepcopy(model)  # a plain copy, to compare outputs with before training
     model.requires_grad_(False)
     for block in model:
         block.proj = LoRALinear(block.proj, RANK_R).to(device)  # adapters are trainable
@@ -97,8 +103,11 @@ def main() -> None:
     fully_shard(model)
 
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
-    assert trainable == {f"{i}.proj.lora_{ab}" for i in range(BLOCKS) for ab in "ab"}, trainable
-    frozen_before = {n: p.full_tensor().clone() for n, p in model.named_parameters() if not p.requires_grad}
+    # The base: every tensor but the adapters, whatever requires_grad says.
+    frozen_before = {n: p.full_tensor().clone() for n, p in model.named_parameters() if "lora_" not in n}
+    probe = torch.randn(4, DIM, generator=torch.Generator().manual_seed(7)).to(device)
+    with torch.no_grad():
+        torch.testing.assert_close(model(probe), base_model(probe), msg="the adapters change the untrained model")
     optim = torch.optim.AdamW((p for p in model.parameters() if p.requires_grad), lr=1e-2)
 
     target = torch.randn(DIM, DIM, generator=torch.Generator().manual_seed(1)) / DIM**0.5
@@ -108,7 +117,7 @@ def main() -> None:
         x = torch.randn(16, DIM, generator=gen).to(device)
         loss = nn.functional.mse_loss(model(x), x + torch.tanh(x @ target.to(device)))
         loss.backward()
-        assert all(p.grad is None for p in model.parameters() if not p.requires_grad)
+        assert all(p.grad is None for n, p in model.named_parameters() if n in frozen_before), "a base weight got a grad"
         optim.step()
         optim.zero_grad()
         logged = loss.detach().clone()
@@ -116,10 +125,12 @@ def main() -> None:
         losses.append(logged.item())
 
     for name, p in model.named_parameters():
-        if p.requires_grad:
-            assert p.full_tensor().abs().sum() > 0, name
-        else:
+        if name in frozen_before:
             assert torch.equal(p.full_tensor(), frozen_before[name]), f"frozen {name} changed"
+        else:
+            assert p.full_tensor().abs().sum() > 0, name
+    # Checked after training, so a base left trainable shows above as a changed "frozen" weight first.
+    assert trainable == {f"{i}.proj.lora_{ab}" for i in range(BLOCKS) for ab in "ab"}, trainable
     # Save only the adapters: filter the (collective) state dict by the trainable names.
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     adapters = {k: v for k, v in full.items() if k in trainable}

@@ -3,7 +3,10 @@ name: fsdp1-to-fsdp2-migration
 title: FSDP1 -> FSDP2 migration map, argument by argument, checked side by side
 world_size: 2
 requires:
-tags: fsdp1, fsdp2, migration, FullyShardedDataParallel, fully_shard, sharding_strategy, auto_wrap_policy, use_orig_params, no_sync, state_dict_type, MixedPrecision, CPUOffload
+tags: fsdp1, fsdp2, migration, FullyShardedDataParallel, fully_shard, sharding_strategy, auto_wrap_policy, use_orig_params, no_sync, state_dict_type, MixedPrecision, CPUOffload, summon_full_params, set_gradient_divide_factor
+mutant: write-through-unshard: `set_model_state_dict(model, {name: value}, options=StateDictOptions(full_state_dict=True, strict=False))` -> `[model.unshard(), model.get_parameter(name).detach().copy_(value), model.reshard()]`
+mutant: divide-factor-on-root-only: `for module in model.modules():  # not recursive: set it on every FSDP module` -> `for module in [model]:`
+mutant: no-force-sum-on-gloo: `module.set_force_sum_reduction_for_comms(True)` -> `pass`
 
 How each `FullyShardedDataParallel(...)` argument and method maps to FSDP2's
 `fully_shard`. The script trains the same model both ways (FULL_SHARD + per-block
@@ -38,11 +41,25 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `FULL_STATE_DICT` + `FullStateDictConfig(offload_to_cpu=True, rank0_only=True)` | `get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` |
 | `FSDP.optim_state_dict(model, optim)` / `optim_state_dict_to_load` | `get_optimizer_state_dict(model, optim)` / `set_optimizer_state_dict(...)` (or `get_state_dict`/`set_state_dict` for both) |
 | `torch.save` of a sharded state dict per rank | `torch.distributed.checkpoint.save` / `load` (see the dcp-checkpoint pattern) |
-| `with FSDP.summon_full_params(model):` | `param.full_tensor()` for a copy; `model.unshard()` / `model.reshard()` to hold full params |
-| `model.register_comm_hook(...)` | no general hook; `set_reduce_scatter_divide_factor`, `set_all_reduce_hook` (HSDP), `set_custom_reduce_scatter` |
+| `with FSDP.summon_full_params(model):` to read | `get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))`, or `param.full_tensor()` per parameter: full copies (collectives: every rank calls them) |
+| `summon_full_params(model, writeback=True)` to write | `set_model_state_dict(model, full_sd, options=StateDictOptions(full_state_dict=True))`, or per parameter `param.copy_(distribute_tensor(full, param.device_mesh, param.placements))` under `torch.no_grad()`. Not `model.unshard()` / `reshard()`: they are not recursive (a block's parameters stay sharded) and what you write into the unsharded parameters is dropped by `reshard()` |
+| `model.register_comm_hook(...)` | no general hook; `set_gradient_divide_factor(f)` (call it on every FSDP module: it is not recursive; on gloo any factor but the world size also needs `set_force_sum_reduction_for_comms(True)`), `set_all_reduce_hook` (HSDP), `set_custom_reduce_scatter`. `set_reduce_scatter_divide_factor` is its deprecated old name |
 
 Each row naming an API, and the reshard_after_forward default, is asserted by the claim checks
-assets/checks/migration_map_names.py and reshard_after_forward_default.py.
+assets/checks/migration_map_names.py and reshard_after_forward_default.py. The script itself shows
+the summon_full_params and register_comm_hook rows at work on the trained FSDP2 model:
+- reading full parameters (`full_tensor()` equals `get_model_state_dict(full_state_dict=True)`),
+  writing them (`set_model_state_dict`, a DTensor `copy_`), and why not `unshard()`/`reshard()`:
+  after the root's `unshard()` a block's parameters are still DTensors, and a write into the
+  root's unsharded parameter is gone after `reshard()`;
+- a sum instead of a mean over ranks (the usual FSDP1 comm hook): `set_gradient_divide_factor(1.0)`
+  on every FSDP module gives gradients exactly world-size times the default; on gloo without
+  `set_force_sum_reduction_for_comms(True)` the backward raises "Cannot use ReduceOp.PREMUL_SUM with
+  Gloo" (FSDP2 picks PREMUL_SUM for a custom factor, torch/distributed/fsdp/_fully_shard/
+  _fsdp_collectives.py, `_get_gradient_divide_factors`; NCCL has it).
+Since which release: `set_gradient_divide_factor` and `set_force_sum_reduction_for_comms` are in
+2.13's FSDPModule (_fully_shard.py:646, 659), where `set_reduce_scatter_divide_factor` carries
+`@deprecated("Use set_gradient_divide_factor instead")` (_fully_shard.py:641).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/fsdp1_to_fsdp2_migration.py
 """
@@ -55,10 +72,11 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
-from torch.distributed.fsdp import FullStateDictConfig, ShardingStrategy, StateDictType, fully_shard
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, set_model_state_dict
+from torch.distributed.fsdp import FSDPModule, FullStateDictConfig, ShardingStrategy, StateDictType, fully_shard
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 DIM, BLOCKS, STEPS, MICROBATCHES, BATCH, MAX_NORM = 16, 2, 3, 2, 8, 1.0
 
@@ -163,6 +181,59 @@ def full_state_dict(model: nn.Module, flavour: str) -> dict[str, torch.Tensor]:
     return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
 
 
+def write_full(model: nn.Module, name: str, value: torch.Tensor) -> None:
+    """FSDP1's `summon_full_params(model, writeback=True)` + a write, in FSDP2: load a full tensor."""
+    set_model_state_dict(model, {name: value}, options=StateDictOptions(full_state_dict=True, strict=False))
+
+
+def summon_full_params_equivalents(model: nn.Module) -> None:
+    """Reading and writing full parameters of an FSDP2 model; every rank runs this (collectives)."""
+    full = {name: param.full_tensor() for name, param in model.named_parameters()}  # read: copies
+    state = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))  # the same, in one call
+    assert full.keys() == state.keys() and all(torch.equal(full[k], state[k]) for k in full)
+
+    root_weight = f"{BLOCKS}.weight"  # the final Linear: a parameter the root module itself owns
+    value = torch.full_like(full[root_weight], 0.5)
+    write_full(model, root_weight, value)
+    assert torch.equal(model.get_parameter(root_weight).full_tensor(), value), "the write did not land"
+
+    block_weight = model.get_parameter("0.up.weight")  # per parameter: a DTensor copy_ of a full tensor
+    with torch.no_grad():
+        block_weight.copy_(distribute_tensor(torch.ones_like(full["0.up.weight"]), block_weight.device_mesh,
+                                             block_weight.placements))
+    assert torch.equal(block_weight.full_tensor(), torch.ones_like(full["0.up.weight"]))
+
+    # Why not unshard()/reshard(): not recursive, and writes into the unsharded parameters are dropped.
+    model.unshard()
+    assert isinstance(model.get_parameter("0.up.weight"), DTensor), "unshard() reached a block"
+    unsharded = model.get_parameter(root_weight)
+    assert not isinstance(unsharded, DTensor) and unsharded.shape == value.shape
+    with torch.no_grad():
+        unsharded.fill_(2.0)
+    model.reshard()
+    assert torch.equal(model.get_parameter(root_weight).full_tensor(), value), "the write survived reshard()"
+
+
+def sum_gradients_over_ranks(model: nn.Module) -> None:
+    """What an FSDP1 comm hook that sums instead of averaging becomes: a divide factor of 1."""
+    for module in model.modules():  # not recursive: set it on every FSDP module
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(1.0)
+            # A factor other than the world size makes FSDP2 reduce with PREMUL_SUM, which gloo lacks
+            # ("Cannot use ReduceOp.PREMUL_SUM with Gloo"): force SUM plus a separate division.
+            module.set_force_sum_reduction_for_comms(True)
+
+
+def check_divide_factor(device: torch.device, x: torch.Tensor) -> None:
+    averaged, summed = fsdp2(device), fsdp2(device)
+    sum_gradients_over_ranks(summed)
+    for model in (averaged, summed):
+        model(x).square().mean().backward()
+    world = dist.get_world_size()
+    for (name, a), b in zip(averaged.named_parameters(), summed.parameters()):
+        torch.testing.assert_close(b.grad.full_tensor(), world * a.grad.full_tensor(), msg=f"{name}: not summed")
+
+
 def main() -> None:
     device = init_distributed()
     rank = dist.get_rank()
@@ -174,6 +245,7 @@ def main() -> None:
         model = build(device)
         losses = train(model, flavour, batches)
         results[flavour] = (losses, full_state_dict(model, flavour))
+    fsdp2_model = model
 
     (losses1, sd1), (losses2, sd2) = results["fsdp1"], results["fsdp2"]
     torch.testing.assert_close(torch.tensor(losses1), torch.tensor(losses2))
@@ -192,6 +264,14 @@ def main() -> None:
         print("FSDP2 losses:", [f"{v:.5f}" for v in losses2], flush=True)
         print(f"full state dicts agree on {len(sd1)} tensors (largest difference {worst:.3g}): {sorted(sd1)[:3]} ...",
               flush=True)
+
+    summon_full_params_equivalents(fsdp2_model)
+    check_divide_factor(device, batches[0][0])
+    if rank == 0:
+        print("summon_full_params: read with full_tensor()/get_model_state_dict, write with set_model_state_dict or "
+              "a DTensor copy_; unshard() left the blocks sharded and reshard() dropped a write", flush=True)
+        print(f"set_gradient_divide_factor(1.0) on every FSDP module: gradients {dist.get_world_size()}x the "
+              "default mean", flush=True)
     shutdown()
 
 

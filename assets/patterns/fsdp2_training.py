@@ -1,13 +1,15 @@
 """
 name: fsdp2-training
-title: FSDP2 training loop with meta-device init and reset_parameters
+title: FSDP2 training loop with meta-device init and init_weights
 world_size: 2
 requires:
-tags: fsdp2, fully_shard, meta-device, to_empty, reset_parameters, training, optimizer
+tags: fsdp2, fully_shard, meta-device, to_empty, reset_parameters, init_weights, training, optimizer
+mutant: in-place-on-shards: `m._parameters.update(full)  #` -> `full = own  #`; `p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))` -> `pass`
+mutant: per-rank-seed: `torch.manual_seed(seed)  #` -> `torch.manual_seed(seed + dist.get_rank())  #`
 
 The canonical FSDP2 recipe: build the model on the meta device (no memory), call
 `fully_shard` on every transformer block and then on the root, materialize only the
-local shards with `to_empty(device=...)`, initialize them with `reset_parameters()`,
+local shards with `to_empty(device=...)`, initialize them with SKILL.md's `init_weights`,
 then train with an ordinary optimizer created *after* sharding (it sees DTensor shards).
 
 Why each step:
@@ -15,9 +17,15 @@ Why each step:
 - fully_shard per block, then root: each block becomes one all-gather/reduce-scatter
   unit, so only one block is unsharded at a time; the root call groups the leftovers
   (embedding, head) and drives prefetching.
-- to_empty + reset_parameters: meta tensors have no storage; to_empty allocates the
-  sharded storage on the target device and reset_parameters fills it. Every module
-  that owns parameters must define reset_parameters (nn.Linear/nn.LayerNorm do).
+- to_empty + init_weights: meta tensors have no storage; to_empty allocates the sharded
+  storage (uninitialised) and init_weights fills it: every module's reset_parameters runs
+  on full tensors drawn from one seed on every rank, and each rank keeps its slice. A plain
+  `reset_parameters()` loop on the sharded DTensors would, on CPU, draw the same values on
+  every rank (rank 1's shards equal rank 0's); seeding per rank would make HSDP and TP
+  replicas differ (SKILL.md pitfall 3). Every module that owns parameters must define
+  reset_parameters (nn.Linear/nn.LayerNorm do); init_weights raises otherwise.
+  Checked: every parameter equals the plain model's init with the same seed, and the two
+  ranks' shards differ.
 - optimizer after fully_shard: it must hold the sharded DTensor parameters, not the
   original ones that fully_shard replaced.
 
@@ -34,7 +42,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 DIM, BLOCKS, STEPS, BATCH = 32, 4, 30, 16
 
@@ -68,6 +76,34 @@ def shutdown() -> None:
         sys.stderr.flush()
         os._exit(0)
 
+
+
+def init_weights(model: nn.Module, seed: int = 0) -> None:
+    """After fully_shard + to_empty: each module's init on full tensors, one seed; each rank keeps its slice."""
+    torch.manual_seed(seed)  # the same seed on every rank
+    done: set[int] = set()  # tied weights keep their first owner's init
+
+    def visit(m: nn.Module) -> None:  # children first, as __init__ builds them
+        for child in m.children():
+            visit(child)
+        own = dict(m.named_parameters(recurse=False))
+        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)
+        if own and not init:
+            raise TypeError(f"{type(m).__name__} has parameters but no reset_parameters()")
+        full = {n: torch.empty(p.shape, dtype=p.dtype, device=p.device) for n, p in own.items()}
+        if init:
+            m._parameters.update(full)  # init full plain tensors, then put the shards back
+            init()
+            m._parameters.update(own)
+        with torch.no_grad():
+            for n, p in own.items():
+                if id(p) not in done:
+                    done.add(id(p))  # this rank's slice, no communication
+                    p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))
+        if hasattr(m, "init_buffers"):
+            m.init_buffers()  # tables computed in __init__ (RoPE) were on meta
+
+    visit(model)
 
 
 class Block(nn.Module):
@@ -112,16 +148,18 @@ def main() -> None:
     assert isinstance(model, FSDPModule)  # fully_shard swaps the class in place
     assert isinstance(model.inp.weight, DTensor)  # parameters are now DTensor shards
 
-    # 3. Allocate the local shards, then initialize them. The same seed on every rank
-    #    keeps the init reproducible. On CUDA, DTensor's RNG tracker makes each shard
-    #    match the slice a full init would give; on CPU it cannot (hence the warning
-    #    "DTensor random operators may not have complete support on cpu device mesh"):
-    #    each shard is drawn from the local generator, which is fine for training.
+    # 3. Allocate the local shards (uninitialised), then initialize them: init_weights gives
+    #    every parameter the value a plain `torch.manual_seed(0); Model(...)` gives.
     model.to_empty(device=device)
+    init_weights(model, seed=0)
     torch.manual_seed(0)
-    for module in model.modules():
-        if hasattr(module, "reset_parameters"):
-            module.reset_parameters()
+    plain = Model(DIM, BLOCKS).to(device)
+    for name, param in model.named_parameters():
+        assert torch.equal(param.full_tensor(), plain.get_parameter(name)), f"{name}: not the plain init"
+    local = model.head.weight.to_local()
+    shards = [torch.empty_like(local) for _ in range(dist.get_world_size())]
+    dist.all_gather(shards, local.contiguous())
+    assert not torch.equal(shards[0], shards[1]), "rank 1's shard equals rank 0's"
 
     # 4. Optimizer after sharding, over the DTensor parameters.
     optim = torch.optim.AdamW(model.parameters(), lr=3e-3)

@@ -4,6 +4,8 @@ title: Gradient accumulation without communication via set_requires_gradient_syn
 world_size: 2
 requires:
 tags: fsdp2, fully_shard, set_requires_gradient_sync, no_sync, gradient accumulation, microbatch, training
+mutant: sync-every-microbatch: `model.set_requires_gradient_sync(sync_each or is_last)` -> `model.set_requires_gradient_sync(True)`
+mutant: root-only: `model.set_requires_gradient_sync(sync_each or is_last)` -> `model.set_requires_gradient_sync(sync_each or is_last, recurse=False)`
 
 FSDP2's replacement for FSDP1/DDP `no_sync()`: call
 `model.set_requires_gradient_sync(False)` before the backward passes of all but the
@@ -16,7 +18,13 @@ microbatches.
 
 The script proves the two ways agree: model A accumulates without communication,
 model B (same init) syncs after every microbatch; after one accumulated step their
-sharded gradients are equal. Then A trains and the loss goes down.
+sharded gradients are equal. It counts the gradient reduce-scatters FSDP issues (it wraps
+`dist.reduce_scatter_single`, what 2.13's FSDP2 calls,
+torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:184; `dist.reduce_scatter_tensor`
+before): A issues one per FSDP module per step, B one per module per microbatch. Then A
+trains and the loss goes down. `set_requires_gradient_sync(requires_gradient_sync,
+recurse=True)` is recursive by default (torch 2.13, _fully_shard.py:414); with `recurse=False`
+only the root stops syncing and every block still reduce-scatters each microbatch.
 
 Divide each microbatch loss by the number of microbatches so the accumulated
 gradient is the mean over the whole batch.
@@ -67,6 +75,23 @@ def shutdown() -> None:
 
 
 
+def count_reduce_scatters() -> list[int]:
+    """Wrap the reduce-scatter functions FSDP2 looks up on `torch.distributed` at each call; the returned
+    one-element list counts the calls."""
+    calls = [0]
+
+    def spy(collective):
+        def wrapper(*args, **kwargs):
+            calls[0] += 1
+            return collective(*args, **kwargs)
+        return wrapper
+
+    for name in ("reduce_scatter_single", "reduce_scatter_tensor"):  # 2.13 / earlier releases
+        if hasattr(dist, name):
+            setattr(dist, name, spy(getattr(dist, name)))
+    return calls
+
+
 def make_sharded_model(device: torch.device) -> nn.Sequential:
     torch.manual_seed(0)  # identical init for both models and on every rank
     model = nn.Sequential(
@@ -111,8 +136,13 @@ def main() -> None:
     model_b = make_sharded_model(device)  # reduce-scatters after every microbatch
 
     batches = microbatches()
+    reduce_scatters = count_reduce_scatters()
+    units = sum(isinstance(m, nn.Linear) for m in model_a)  # one per sharded Linear: the root owns no parameter
     accumulate(model_a, batches, sync_each=False)
+    assert reduce_scatters[0] == units, f"accumulating: {reduce_scatters[0]} reduce-scatters, expected {units}"
+    reduce_scatters[0] = 0
     accumulate(model_b, batches, sync_each=True)
+    assert reduce_scatters[0] == units * MICROBATCHES, f"syncing each microbatch: {reduce_scatters[0]}"
     for (name, pa), pb in zip(model_a.named_parameters(), model_b.parameters()):
         ga, gb = pa.grad.to_local(), pb.grad.to_local()  # DTensor grads: compare this rank's shard
         torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-6, msg=f"{name}: accumulated grads differ")

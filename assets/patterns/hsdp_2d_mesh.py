@@ -3,7 +3,9 @@ name: hsdp-2d-mesh
 title: HSDP (hybrid sharding) on a 2-D device mesh with fully_shard(mesh=...)
 world_size: 4
 requires: stated-ranks
-tags: fsdp2, fully_shard, hsdp, hybrid sharding, device mesh, init_device_mesh, replicate, shard, multi-node, HYBRID_SHARD
+tags: fsdp2, fully_shard, hsdp, hybrid sharding, device mesh, init_device_mesh, replicate, shard, multi-node, HYBRID_SHARD, meta-device, init_weights
+mutant: per-rank-seed: `torch.manual_seed(seed)  #` -> `torch.manual_seed(seed + dist.get_rank())  #`
+mutant: in-place-on-shards: `m._parameters.update(full)  #` -> `full = own  #`; `p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))` -> `pass`
 
 Hybrid sharded data parallel: shard parameters within a group of ranks (typically
 the GPUs of one node, over fast NVLink) and replicate that sharded model across
@@ -17,9 +19,16 @@ shard group, then all-reduced across replicas. This is FSDP1's
 Dim 0 is replicate, dim 1 is shard (the order fully_shard expects). Each parameter
 becomes a DTensor with placements (Replicate(), Shard(0)).
 
+The model is built on the meta device and initialised after sharding by SKILL.md's
+`init_weights`: one seed on every rank, each module's init on full tensors, this rank's
+slice kept. Replicas must start equal: gradients are all-reduced across "replicate", the
+weights never re-synchronised, so replicas that start different (a per-rank seed) stay
+different for good.
+
 Why 4 ranks: the smallest mesh where both dimensions are larger than 1 (2 replicas x
-2 shards). The script checks the placements, trains until the loss goes down, and
-verifies that replicas hold bit-identical shards after training.
+2 shards). The script checks the placements, that replicas hold bit-identical shards
+and the two shards of a replica differ after init, trains until the loss goes down, and
+checks the replicas again after training.
 
 Run: torchrun --standalone --nproc-per-node 4 assets/patterns/hsdp_2d_mesh.py
 Across 2 nodes of 2 GPUs: torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint HOST:29500 ...
@@ -33,9 +42,9 @@ import sys
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
 DIM, BLOCKS, STEPS, BATCH = 32, 3, 25, 16
 
@@ -70,6 +79,49 @@ def shutdown() -> None:
 
 
 
+def init_weights(model: nn.Module, seed: int = 0) -> None:
+    """After fully_shard + to_empty: each module's init on full tensors, one seed; each rank keeps its slice."""
+    torch.manual_seed(seed)  # the same seed on every rank
+    done: set[int] = set()  # tied weights keep their first owner's init
+
+    def visit(m: nn.Module) -> None:  # children first, as __init__ builds them
+        for child in m.children():
+            visit(child)
+        own = dict(m.named_parameters(recurse=False))
+        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)
+        if own and not init:
+            raise TypeError(f"{type(m).__name__} has parameters but no reset_parameters()")
+        full = {n: torch.empty(p.shape, dtype=p.dtype, device=p.device) for n, p in own.items()}
+        if init:
+            m._parameters.update(full)  # init full plain tensors, then put the shards back
+            init()
+            m._parameters.update(own)
+        with torch.no_grad():
+            for n, p in own.items():
+                if id(p) not in done:
+                    done.add(id(p))  # this rank's slice, no communication
+                    p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))
+        if hasattr(m, "init_buffers"):
+            m.init_buffers()  # tables computed in __init__ (RoPE) were on meta
+
+    visit(model)
+
+
+def check_replicas(model: nn.Module, mesh: DeviceMesh, when: str) -> None:
+    """Every shard is bit-identical across "replicate"; the shards of one replica differ."""
+    for name, param in model.named_parameters():
+        local = param.to_local().contiguous()
+        for dim in ("replicate", "shard"):
+            group = mesh.get_group(dim)
+            copies = [torch.empty_like(local) for _ in range(dist.get_world_size(group))]
+            dist.all_gather(copies, local, group=group)
+            equal = all(torch.equal(copies[0], c) for c in copies)
+            if dim == "replicate":
+                assert equal, f"{name}: replicas differ after {when}"
+            elif "weight" in name:
+                assert not equal, f"{name}: the shards of a replica repeat after {when}"
+
+
 class Block(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -87,11 +139,14 @@ def main() -> None:
     shard_size = 2
     mesh = init_device_mesh(device.type, (world // shard_size, shard_size), mesh_dim_names=("replicate", "shard"))
 
-    torch.manual_seed(0)
-    model = nn.Sequential(*(Block(DIM) for _ in range(BLOCKS)), nn.Linear(DIM, DIM)).to(device)
+    with torch.device("meta"):
+        model = nn.Sequential(*(Block(DIM) for _ in range(BLOCKS)), nn.Linear(DIM, DIM))
     for block in model[:-1]:
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
+    model.to_empty(device=device)
+    init_weights(model, seed=0)
+    check_replicas(model, mesh, "init")
     for name, param in model.named_parameters():
         assert param.placements == (Replicate(), Shard(0)), (name, param.placements)
 
@@ -111,16 +166,12 @@ def main() -> None:
         dist.all_reduce(logged, op=dist.ReduceOp.AVG)
         losses.append(logged.item())
 
-    # Replicas must agree exactly: gather each shard across the replicate dimension and compare.
-    replicate_group = mesh.get_group("replicate")
-    for name, param in model.named_parameters():
-        local = param.to_local().contiguous()
-        copies = [torch.empty_like(local) for _ in range(dist.get_world_size(replicate_group))]
-        dist.all_gather(copies, local, group=replicate_group)
-        assert all(torch.equal(copies[0], c) for c in copies), f"{name}: replicas diverged"
+    # Replicas must still agree exactly after training.
+    check_replicas(model, mesh, f"{STEPS} steps")
 
     if rank == 0:
-        print(f"mesh {tuple(mesh.shape)} {mesh.mesh_dim_names}; replicas identical", flush=True)
+        print(f"mesh {tuple(mesh.shape)} {mesh.mesh_dim_names}; replicas identical after init and training, "
+              "shards distinct", flush=True)
         print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {STEPS} steps", flush=True)
     assert losses[-1] < 0.5 * losses[0], f"loss did not go down: {losses[0]:.4f} -> {losses[-1]:.4f}"
     shutdown()

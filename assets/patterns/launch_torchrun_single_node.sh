@@ -4,11 +4,17 @@
 # world_size: 2
 # requires:
 # tags: torchrun, launch, standalone, nproc-per-node, single node, OMP_NUM_THREADS, LOCAL_RANK
+# mutant: nnodes-not-one: `--nnodes 1 \` -> `--nnodes 2 \`
 #
 # One machine, one process per GPU (or N CPU processes with gloo). `--standalone`
 # starts a local rendezvous on a free port, so no MASTER_ADDR/MASTER_PORT is needed.
 # torchrun sets RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT in each
 # worker; the script only calls init_process_group() and picks cuda:LOCAL_RANK.
+#
+# Keep --nnodes 1: with --nnodes 2 this one node waits in the rendezvous for a second that never
+# comes, up to torchrun's join timeout (600 s by default,
+# torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:144 in torch 2.13), and then fails.
+# (The nnodes-not-one mutant: the check run is killed at its own timeout first.)
 #
 # Usage: NPROC_PER_NODE=8 SCRIPT=train.py bash launch_torchrun_single_node.sh [script args]
 # Defaults: one rank per visible GPU (2 on a CPU-only machine), the fsdp2-training pattern.

@@ -4,14 +4,25 @@ title: Mixed precision with MixedPrecisionPolicy (bf16 compute, fp32 master weig
 world_size: 2
 requires:
 tags: fsdp2, fully_shard, MixedPrecisionPolicy, bf16, bfloat16, param_dtype, reduce_dtype, output_dtype, training
+mutant: bf16-reduction: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)`
+mutant: reduce-dtype-left-out: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16)`
+mutant: fp32-compute: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.float32,`; `param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=torch.float32` -> `param_dtype=torch.float32, reduce_dtype=torch.float32, output_dtype=torch.float32`
 
 `MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` makes
 FSDP2 all-gather parameters in bf16 and run forward/backward in bf16, while the
 sharded parameters the optimizer updates stay in fp32 and gradients are
 reduce-scattered in fp32 (numerically safer than reducing in bf16).
 
+Leave `reduce_dtype` out and the reduction runs in `param_dtype` (bf16 here): the
+MixedPrecisionPolicy docstring says so (torch/distributed/fsdp/_fully_shard/_fsdp_api.py:33-39
+in 2.13), and this script's `reduce-dtype-left-out` mutant fails on exactly that.
+
 What the script checks, so you can see the policy at work:
 - inside forward, each Linear sees a bf16 weight (a forward pre-hook records it);
+- every gradient reduce-scatter FSDP issues gets an fp32 input: the script wraps the
+  collective FSDP2 calls (`dist.reduce_scatter_single` in 2.13,
+  torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:184; `dist.reduce_scatter_tensor`
+  in earlier releases) and records the dtype of what is reduced;
 - the sharded parameters and their gradients stay fp32 (the optimizer's master copy);
 - `output_dtype=torch.float32` on the root hands the loss an fp32 tensor.
 
@@ -80,6 +91,26 @@ def make_model() -> nn.Sequential:
     return nn.Sequential(*(Residual(DIM) for _ in range(BLOCKS)), nn.Linear(DIM, DIM))
 
 
+def record_reduced_dtypes() -> list[torch.dtype]:
+    """Wrap the reduce-scatter functions FSDP2 looks up on `torch.distributed` at each call and return
+    the list they append the dtype of every reduced tensor to: what `reduce_dtype` really does."""
+    seen: list[torch.dtype] = []
+
+    def spy(collective):
+        def wrapper(*args, **kwargs):
+            reduced = kwargs["input"] if "input" in kwargs else args[1]
+            seen.append(reduced.dtype)
+            return collective(*args, **kwargs)
+        return wrapper
+
+    # 2.13's FSDP2 calls reduce_scatter_single (reduce_scatter_tensor is deprecated there); earlier
+    # releases call reduce_scatter_tensor. Wrap whichever exist.
+    for name in ("reduce_scatter_single", "reduce_scatter_tensor"):
+        if hasattr(dist, name):
+            setattr(dist, name, spy(getattr(dist, name)))
+    return seen
+
+
 def main() -> None:
     device = init_distributed()
     rank = dist.get_rank()
@@ -105,6 +136,7 @@ def main() -> None:
         if isinstance(module, nn.Linear):
             module.register_forward_pre_hook(record_dtype)
 
+    reduced_dtypes = record_reduced_dtypes()
     optim = torch.optim.AdamW(model.parameters(), lr=1e-2)
     teacher = torch.randn(DIM, DIM, generator=torch.Generator().manual_seed(1)) / DIM**0.5
     data_gen = torch.Generator().manual_seed(100 + rank)
@@ -129,8 +161,12 @@ def main() -> None:
         losses.append(logged.item())
 
     assert seen_weight_dtypes == {torch.bfloat16}, f"forward saw {seen_weight_dtypes}, expected bf16 only"
+    # One reduce-scatter per FSDP module (3 blocks + the root) per step, every one in fp32.
+    assert len(reduced_dtypes) == STEPS * (BLOCKS + 1), f"{len(reduced_dtypes)} reduce-scatters"
+    assert set(reduced_dtypes) == {torch.float32}, f"gradients were reduced in {sorted(map(str, set(reduced_dtypes)))}"
     if rank == 0:
         print("forward weight dtypes:", sorted(str(d) for d in seen_weight_dtypes), flush=True)
+        print(f"{len(reduced_dtypes)} gradient reduce-scatters, dtypes {sorted(map(str, set(reduced_dtypes)))}", flush=True)
         print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} over {STEPS} steps", flush=True)
     assert losses[-1] < 0.5 * losses[0], f"loss did not go down: {losses[0]:.4f} -> {losses[-1]:.4f}"
     shutdown()

@@ -3,7 +3,9 @@ name: pretrained-into-meta
 title: Load pretrained full weights into a meta-initialised FSDP2 model (tied embeddings, broadcast from rank 0)
 world_size: 2
 requires:
-tags: fsdp2, fully_shard, pretrained, set_model_state_dict, broadcast_from_rank0, full_state_dict, meta-device, tied embeddings, weight tying, fine-tuning
+tags: fsdp2, fully_shard, pretrained, set_model_state_dict, broadcast_from_rank0, full_state_dict, meta-device, tied embeddings, weight tying, fine-tuning, reshard, no_grad
+mutant: no-reshard: `model.reshard()  # the root` -> `pass  # the root`
+mutant: embed-own-unit: `    fully_shard(model)  # the root unit: embed + head + norm` -> `    fully_shard(model.embed), fully_shard(model)`
 
 Fine-tuning a checkpoint without ever holding the full model on more than one rank:
 every rank builds the model on the meta device and shards it; only rank 0 reads the
@@ -21,6 +23,12 @@ Why each step:
   file, and no rank but 0 holds the full weights (rank 0 holds them once, on CPU).
 - non-persistent buffers are not in a state dict: recompute them after loading (see
   the core recipe's `init_weights` / `init_buffers`).
+- `model.reshard()` after the no_grad check forward: the root keeps its parameters
+  unsharded after forward (reshard_after_forward's default for the root), and with no
+  backward to follow they stay plain tensors. An optimizer built then holds those and
+  never updates embed / head / norm (measured: they stayed at the loaded values while the
+  blocks trained), and `full_tensor()` on them raises AttributeError (SKILL.md pitfalls).
+  Building the optimizer before any forward avoids it too.
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/pretrained_into_meta.py
 """
@@ -39,6 +47,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
 )
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import DTensor
 
 VOCAB, DIM, BLOCKS = 64, 32, 2
 
@@ -109,7 +118,7 @@ def main() -> None:
         model = TiedLM()
     for block in model.blocks:
         fully_shard(block)
-    fully_shard(model)
+    fully_shard(model)  # the root unit: embed + head + norm
     model.to_empty(device=device)
     assert model.head.weight is model.embed.weight, "the tie survives fully_shard and to_empty"
 
@@ -124,6 +133,9 @@ def main() -> None:
         actual = model(tokens.to(device)).cpu()
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
     assert model.head.weight is model.embed.weight
+    model.reshard()  # the root stayed unsharded after the no_grad forward: shard it again
+    assert all(isinstance(p, DTensor) for p in model.parameters())
+    loaded = {name: p.full_tensor() for name, p in model.named_parameters()}
     n_params = sum(1 for _ in model.parameters())
     assert n_params == sum(1 for _ in pretrained.parameters())  # the shared weight counted once
 
@@ -138,6 +150,9 @@ def main() -> None:
         optim.zero_grad()
         losses.append(loss.item())
     assert model.head.weight is model.embed.weight and losses[-1] < losses[0]
+    model.reshard()
+    unchanged = [name for name, p in model.named_parameters() if torch.equal(p.full_tensor(), loaded[name])]
+    assert not unchanged, f"the optimizer never updated {unchanged}"
     if rank == 0:
         print(f"loaded {len(full)} tensors from rank 0 into meta-initialised shards; outputs equal the pretrained "
               f"model; tied weight shared ({n_params} parameters); fine-tune loss {losses[0]:.4f} -> {losses[-1]:.4f}",

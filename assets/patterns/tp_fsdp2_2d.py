@@ -3,12 +3,18 @@ name: tp-fsdp2-2d
 title: Tensor parallel + FSDP2 on a 2-D mesh, with gradient clipping across the mixed meshes
 world_size: 4
 requires: stated-ranks
-tags: fsdp2, fully_shard, tensor parallel, parallelize_module, ColwiseParallel, RowwiseParallel, DeviceMesh, init_device_mesh, 2-D mesh, clip_grad_norm_, get_total_norm, clip_grads_with_norm_
+tags: fsdp2, fully_shard, tensor parallel, parallelize_module, ColwiseParallel, RowwiseParallel, DeviceMesh, init_device_mesh, 2-D mesh, clip_grad_norm_, get_total_norm, clip_grads_with_norm_, meta-device, init_weights
+mutant: per-rank-seed: `torch.manual_seed(seed)  #` -> `torch.manual_seed(seed + dist.get_rank())  #`
+mutant: in-place-on-shards: `m._parameters.update(full)  #` -> `full = own  #`; `p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))` -> `pass`
 
 2-D parallelism: a ("dp", "tp") mesh of 2 x 2. Each block's MLP is tensor-parallel
 across "tp" (`ColwiseParallel` for the up projection, `RowwiseParallel` for the down
 projection: one all-reduce per block), then `fully_shard(..., mesh=mesh["dp"])` shards
 everything across "dp". Order matters: `parallelize_module` first, then `fully_shard`.
+The model is built on the meta device and initialised after sharding by SKILL.md's
+`init_weights` (one seed on every rank, each module's init on full tensors, this rank's
+slice kept): RowwiseParallel's bias is Replicate on "tp", so a per-rank seed would give the
+two tp ranks different biases for good.
 
 Gradient clipping: the TP linears' parameters end up on the 2-D mesh, the LayerNorms'
 (not tensor-parallel) on the 1-D dp mesh, and `torch.nn.utils.clip_grad_norm_` raises
@@ -17,16 +23,16 @@ below groups gradients by mesh, takes `get_total_norm` of each group (`full_tens
 the DTensor result), combines them into the global norm, and `clip_grads_with_norm_`
 clips each group with it.
 
-Checked: with the same global batch (the two "dp" ranks see different halves, the two
-"tp" ranks of a pair the same half) the 2-D model's losses equal those of one plain
-replica trained on the whole batch with plain clip_grad_norm_, step by step.
+Checked: every rank's sharded model starts from exactly the plain replica's init; with the
+same global batch (the two "dp" ranks see different halves, the two "tp" ranks of a pair
+the same half) the 2-D model's losses equal those of one plain replica trained on the
+whole batch with plain clip_grad_norm_, step by step.
 
 Run: torchrun --standalone --nproc-per-node 4 assets/patterns/tp_fsdp2_2d.py
 """
 
 from __future__ import annotations
 
-import copy
 import os
 import sys
 
@@ -35,7 +41,7 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.tensor import DTensor
+from torch.distributed.tensor import DTensor, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     RowwiseParallel,
@@ -91,6 +97,34 @@ class Model(nn.Module):
         return self.norm(x)
 
 
+def init_weights(model: nn.Module, seed: int = 0) -> None:
+    """After fully_shard + to_empty: each module's init on full tensors, one seed; each rank keeps its slice."""
+    torch.manual_seed(seed)  # the same seed on every rank
+    done: set[int] = set()  # tied weights keep their first owner's init
+
+    def visit(m: nn.Module) -> None:  # children first, as __init__ builds them
+        for child in m.children():
+            visit(child)
+        own = dict(m.named_parameters(recurse=False))
+        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)
+        if own and not init:
+            raise TypeError(f"{type(m).__name__} has parameters but no reset_parameters()")
+        full = {n: torch.empty(p.shape, dtype=p.dtype, device=p.device) for n, p in own.items()}
+        if init:
+            m._parameters.update(full)  # init full plain tensors, then put the shards back
+            init()
+            m._parameters.update(own)
+        with torch.no_grad():
+            for n, p in own.items():
+                if id(p) not in done:
+                    done.add(id(p))  # this rank's slice, no communication
+                    p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))
+        if hasattr(m, "init_buffers"):
+            m.init_buffers()  # tables computed in __init__ (RoPE) were on meta
+
+    visit(model)
+
+
 def clip_grad_norm_by_mesh(params: list[nn.Parameter], max_norm: float) -> torch.Tensor:
     """Global gradient norm over parameters on different meshes; clips in place and returns it."""
     groups: dict[object, list[nn.Parameter]] = {}
@@ -113,7 +147,8 @@ def main() -> None:
     dp_rank = mesh["dp"].get_local_rank()
     torch.manual_seed(0)
     reference = Model().to(device)  # one plain replica, for the equality check
-    model = copy.deepcopy(reference)
+    with torch.device("meta"):
+        model = Model()  # no memory until the shards are allocated
 
     # 1. Tensor parallel inside each block, across "tp".
     for block in model.blocks:
@@ -122,6 +157,10 @@ def main() -> None:
     for block in model.blocks:
         fully_shard(block, mesh=mesh["dp"])
     fully_shard(model, mesh=mesh["dp"])
+    model.to_empty(device=device)
+    init_weights(model, seed=0)  # the reference's values, on every rank: replicas equal
+    for name, param in model.named_parameters():
+        assert torch.equal(param.full_tensor(), reference.get_parameter(name)), f"{name}: not the reference's init"
     meshes = {p.device_mesh.mesh_dim_names for p in model.parameters()}
     assert meshes == {("dp", "tp"), ("dp",)}, meshes  # mixed: plain clip_grad_norm_ would raise
 

@@ -6,4 +6,4 @@ Imports: `convert` and `core`; imports torch lazily (only `regenerate` needs it)
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["api_model", "api_render", "autodoc", "drift", "release_api"]
+__all__ = ["api_model", "api_render", "autodoc", "drift", "introspect", "release_api"]

@@ -85,10 +85,7 @@ def render_api(doc: ApiDoc, *, level: int) -> str:
     if doc.signature:
         lines += [*_fence(doc.signature), ""]
     if doc.deprecation:
-        text = doc.deprecation.message
-        if doc.deprecation.replacement and doc.deprecation.replacement not in text:
-            text += f" Use `{doc.deprecation.replacement}` instead."
-        lines += [*_quote(f"**Deprecated:** {text}"), ""]
+        lines += [*_quote(f"**Deprecated:** {doc.deprecation.text(quote='`')}"), ""]
     text = "\n\n".join(part for part in (doc.lead, doc.description) if part)  # the full docstring prose
     if text:
         lines += [shift_headings(text, level + 1), ""]

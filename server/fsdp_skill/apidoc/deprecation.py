@@ -1,33 +1,50 @@
-"""Is a torch API deprecated, and what replaces it? Three independent signals, first one wins:
+"""Is a torch API deprecated, and what replaces it? The signals, first one wins:
 
 1. `typing_extensions.deprecated` / `warnings.deprecated` set `__deprecated__` on the object
    (2.13's `reduce_scatter_tensor` carries it, with category=FutureWarning);
-2. the source calls `warnings.warn(...)` with a FutureWarning/DeprecationWarning whose message
-   says "deprecat" — read from `inspect.getsource` text, never by calling the function;
+2. its module's source, read with `ast` by `deprecations_in_source` (never by calling anything):
+   `@deprecated`, a FutureWarning/DeprecationWarning saying "deprecat" anywhere in the body (directly
+   or through a warning helper), a sibling the message says is deprecated (`FSDP.set_state_dict_type`
+   warns "FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated"), an enum member a
+   warning's condition tests (`ShardingStrategy.NO_SHARD`), a module that warns on import;
 3. the docstring has a `.. deprecated::` directive, or a note/warning saying "is deprecated";
-4. for a class member: a sibling's deprecation message names it (`FSDP.set_state_dict_type` warns
-   "FSDP.state_dict_type() and FSDP.set_state_dict_type() are being deprecated", and
-   `state_dict_type` itself says nothing), recorded with the sibling it comes from.
+4. the docstring's first words say it ("Deprecated enum-like class").
+
+A name a deprecation message only names as the replacement is never marked (see deprecation_source).
 """
 
 from __future__ import annotations
 
-import ast
 import functools
+import importlib.util
 import inspect
 import re
+import sys
+import textwrap
+import warnings
+from pathlib import Path
 from typing import Any
 
-from fsdp_skill.apidoc.deprecation_source import clean_message, deprecations_in_source, replacement_in, subjects
+from fsdp_skill.apidoc.deprecation_source import (
+    argument_deprecations_in_source,
+    clean_message,
+    deprecations_in_source,
+    replacement_in,
+    subjects,
+)
 from fsdp_skill.core.catalog import Deprecation
 
 __all__ = [
+    "argument_deprecations_in_source",
     "deprecations_in_source",
     "detect",
     "from_attribute",
     "from_docstring",
     "from_source",
     "from_summary",
+    "installed_argument_deprecations",
+    "installed_deprecations",
+    "module_deprecations",
     "replacement_in",
     "subjects",
 ]
@@ -37,64 +54,149 @@ _clean = clean_message
 
 def from_attribute(obj: Any) -> Deprecation | None:
     target = obj.fget if isinstance(obj, property) else obj
-    message = getattr(target, "__deprecated__", None)
+    # A class's own marker only: a subclass of a deprecated class inherits the attribute, not the deprecation.
+    owner = vars(target) if isinstance(target, type) else None
+    message = owner.get("__deprecated__") if owner is not None else getattr(target, "__deprecated__", None)
     if isinstance(message, str) and message:
         return Deprecation(message=_clean(message), replacement=replacement_in(message))
     return None
 
 
-def _string_value(node: ast.AST) -> str | None:
-    """The text of a string literal, an implicit concatenation, or an f-string's literal parts."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        return "".join(str(v.value) if isinstance(v, ast.Constant) else "{…}" for v in node.values)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _string_value(node.left), _string_value(node.right)
-        return left + right if left is not None and right is not None else None
-    return None
+def _module_file(module_name: str) -> tuple[str, bool] | None:
+    """(path of the module's .py file, whether it is a package), without importing it."""
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None) if module is not None else None
+    if path is None:
+        try:
+            spec = importlib.util.find_spec(module_name)
+        except (ImportError, ValueError):
+            return None
+        path = spec.origin if spec is not None else None
+    if not isinstance(path, str) or not path.endswith(".py"):
+        return None
+    return path, Path(path).name == "__init__.py"
 
 
-def from_source(obj: Any) -> Deprecation | None:
-    """A warn(..., FutureWarning/DeprecationWarning) that is a top-level statement of the function
-    (or of a class's __init__). Warnings nested under an `if` concern one argument or one code
-    path, not the API itself, so they are not counted."""
+@functools.lru_cache(maxsize=512)
+def module_deprecations(module_name: str) -> dict[str, Deprecation]:
+    """deprecations_in_source over the installed module's file ({} if it has none or it does not parse)."""
+    found = _module_file(module_name)
+    if found is None:
+        return {}
+    path, is_package = found
+    try:
+        return deprecations_in_source(Path(path).read_text(encoding="utf-8"), module_name, is_package=is_package)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return {}
+
+
+# Packages whose sources can deprecate a name defined elsewhere (fsdp._init_utils warns about
+# ShardingStrategy.NO_SHARD, defined in fsdp.api): scanned whole when such a name is asked about.
+SCANNED_PACKAGES = ("torch.distributed", "torch.nn.parallel")
+
+
+def _scanned_modules() -> list[str]:
+    """Every module of SCANNED_PACKAGES in the installed torch, by its .py files (nothing imported)."""
+    modules = []
+    for package in SCANNED_PACKAGES:
+        located = _module_file(package)
+        if located is None:
+            continue
+        root = Path(located[0]).parent
+        for path in sorted(root.rglob("*.py")):
+            parts = [*package.split("."), *path.relative_to(root).with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts.pop()
+            if all(part.isidentifier() for part in parts):
+                modules.append(".".join(parts))
+    return modules
+
+
+@functools.lru_cache(maxsize=1)
+def installed_deprecations() -> dict[str, Deprecation]:
+    """What every module of SCANNED_PACKAGES in the installed torch deprecates, by dotted path."""
+    found: dict[str, Deprecation] = {}
+    for module in _scanned_modules():
+        for name, dep in module_deprecations(module).items():
+            found.setdefault(name, dep)
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def installed_argument_deprecations() -> dict[str, dict[str, Deprecation]]:
+    """argument_deprecations_in_source over SCANNED_PACKAGES: {function path: {argument: Deprecation}}."""
+    found: dict[str, dict[str, Deprecation]] = {}
+    for module in _scanned_modules():
+        located = _module_file(module)
+        if located is None:
+            continue
+        try:
+            source = Path(located[0]).read_text(encoding="utf-8")
+            found.update(argument_deprecations_in_source(source, module, is_package=located[1]))
+        except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+            continue
+    return found
+
+
+def _definition_paths(obj: Any, parent: Any, member: str) -> list[str]:
+    """Where the source defines obj: its module.qualname when it has one (a function, a class: an
+    override is its own definition, whatever its base class's says), else (a dataclass field, a
+    module-level instance) the class of parent's MRO that defines the member, or the module, plus
+    the member name."""
     target = obj.fget if isinstance(obj, property) else obj
-    if isinstance(target, type):
-        target = target.__dict__.get("__init__")
-    if not inspect.isfunction(target):
+    target = getattr(target, "__func__", target)
+    module, qualname = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    defined = inspect.isroutine(target) or isinstance(target, type)
+    if isinstance(module, str) and isinstance(qualname, str) and defined:
+        return [f"{module}.{qualname}"]
+    if isinstance(parent, type) and member:
+        owner = next((cls for cls in parent.__mro__
+                      if member in vars(cls) or member in vars(cls).get("__annotations__", {})), parent)
+        return [f"{owner.__module__}.{owner.__qualname__}.{member}"]
+    if inspect.ismodule(parent) and member:
+        return [f"{parent.__name__}.{member}"]
+    return []
+
+
+def _resolved(path: str) -> Any:
+    from fsdp_skill.apidoc import introspect  # introspect imports what it resolves; only needed here
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        found = introspect.resolve(path, None)
+    return found.obj if found is not None else None
+
+
+def from_source(obj: Any, parent: Any = None, member: str = "") -> Deprecation | None:
+    """What the installed sources say (signal 2): looked up by where obj is defined, or, for an
+    object with no definition of its own (an enum member, a module-level instance), by identity with
+    the deprecated names the scanned packages state."""
+    for path in _definition_paths(obj, parent, member):
+        module = path
+        while "." in module:
+            module = module.rsplit(".", 1)[0]
+            found = module_deprecations(module).get(path)
+            if found is not None:
+                return found
+    if inspect.isfunction(obj) and "<locals>" in getattr(obj, "__qualname__", ""):
+        return _from_own_source(obj)
+    if inspect.isroutine(obj) or isinstance(obj, (type, property)) or inspect.ismodule(obj):
         return None
-    try:
-        source = inspect.getsource(target)
-    except (TypeError, OSError):
-        return None
-    if "warn" not in source or "Warning" not in source:
-        return None
-    try:
-        tree = ast.parse(inspect.cleandoc("\n" + source) if source[:1].isspace() else source)
-    except SyntaxError:
-        return None
-    function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    if function is None:
-        return None
-    for statement in function.body:
-        node = statement.value if isinstance(statement, ast.Expr) else None
-        if not isinstance(node, ast.Call):
-            continue
-        func = node.func
-        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name not in ("warn", "_warn", "warn_deprecated"):
-            continue
-        category = ast.unparse(node.args[1]) if len(node.args) > 1 else next(
-            (ast.unparse(k.value) for k in node.keywords if k.arg == "category"), "")
-        message = _string_value(node.args[0]) if node.args else None
-        if (
-            message
-            and "deprecat" in message.lower()
-            and ("FutureWarning" in category or "DeprecationWarning" in category)
-        ):
-            return Deprecation(message=_clean(message), replacement=replacement_in(message))
+    name = member or str(getattr(obj, "name", ""))
+    for path, dep in installed_deprecations().items():
+        if name and path.rsplit(".", 1)[-1] == name and _resolved(path) is obj:
+            return dep
     return None
+
+
+def _from_own_source(function: Any) -> Deprecation | None:
+    """A function defined inside another (no module-level path): its own source, read the same way."""
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        found = deprecations_in_source(source, "<local>")
+    except (OSError, TypeError, SyntaxError):
+        return None
+    return found.get(f"<local>.{function.__name__}")
 
 
 def from_docstring(deprecated_directive: tuple[str, str] | None, notes: list[tuple[str, str]]) -> Deprecation | None:
@@ -118,43 +220,8 @@ def from_summary(summary: str) -> Deprecation | None:
     return None
 
 
-def _names_member(message: str, member: str) -> bool:
-    """`Class.member()`, `member()` or `` `member` `` in the message, not as part of a longer name."""
-    return re.search(rf"(?<![\w])(?:\w+\.)?{re.escape(member)}(?:\(\)|`)|`{re.escape(member)}`", message) is not None
-
-
-@functools.lru_cache(maxsize=256)
-def _class_deprecations(cls: type) -> tuple[tuple[str, Deprecation], ...]:
-    """(member name, its own deprecation) for every function of the class that states one."""
-    found: list[tuple[str, Deprecation]] = []
-    for name, raw in vars(cls).items():
-        value = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
-        if not (inspect.isfunction(value) or isinstance(value, property)):
-            continue
-        dep = from_attribute(value) or from_source(value)
-        if dep is not None:
-            found.append((name, dep))
-    return tuple(found)
-
-
-def from_siblings(parent: Any, member: str) -> Deprecation | None:
-    """A deprecation another member of the same class states for this one (signal 4)."""
-    if not isinstance(parent, type) or not member:
-        return None
-    for cls in parent.__mro__:
-        if cls is object:
-            continue
-        for name, dep in _class_deprecations(cls):
-            if name != member and _names_member(dep.message, member):
-                return Deprecation(
-                    message=f"Stated in the deprecation warning of {parent.__name__}.{name}: {dep.message}",
-                    replacement=dep.replacement,
-                )
-    return None
-
-
 def detect(obj: Any, deprecated_directive: tuple[str, str] | None = None,
            notes: list[tuple[str, str]] | None = None, summary: str = "",
            parent: Any = None, member: str = "") -> Deprecation | None:
-    return (from_attribute(obj) or from_source(obj) or from_docstring(deprecated_directive, notes or [])
-            or from_summary(summary) or from_siblings(parent, member))
+    return (from_attribute(obj) or from_source(obj, parent, member)
+            or from_docstring(deprecated_directive, notes or []) or from_summary(summary))

@@ -32,7 +32,14 @@ from dataclasses import dataclass, field
 
 from fsdp_skill.core.catalog import Deprecation
 
-__all__ = ["DEPRECATION_CATEGORIES", "clean_message", "deprecations_in_source", "replacement_in", "subjects"]
+__all__ = [
+    "DEPRECATION_CATEGORIES",
+    "argument_deprecations_in_source",
+    "clean_message",
+    "deprecations_in_source",
+    "replacement_in",
+    "subjects",
+]
 
 DEPRECATION_CATEGORIES = frozenset({"FutureWarning", "DeprecationWarning"})
 _DECORATORS = frozenset({"typing_extensions.deprecated", "warnings.deprecated", "deprecated"})
@@ -54,6 +61,7 @@ _REPLACEMENT = [
 _REPLACEMENT_CLAUSE = re.compile(
     r"\b(?:use|using|switch to|migrate to|in favou?r of|replaced (?:by|with))\b[^;]*", re.IGNORECASE
 )
+_ARGUMENT_WORDS = re.compile(r"\b(?:argument|parameter|kwarg|keyword|option|flag)s?\b", re.IGNORECASE)
 _NAME_TOKEN = re.compile(r"`+([^`]+?)`+|(?<![\w.])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*(?:\(\))?)")
 
 
@@ -68,25 +76,40 @@ def clean_message(message: str) -> str:
     return " ".join(message.replace("``", "`").split())
 
 
+# "Use torchrun." names a tool in a sentence of its own; "use it." / "use them instead." name nothing.
+_USE_ONE_WORD = re.compile(r"\buse\s+(?P<name>[a-z][a-z0-9_-]*)\.(?:\s|$)", re.IGNORECASE)
+_NOT_NAMES = frozenset({"it", "this", "that", "them", "these", "those", "instead", "one", "other", "others"})
+
+
 def replacement_in(message: str) -> str | None:
-    """The API a deprecation message tells users to switch to, as it spells it (without `()`)."""
+    """The API (or tool) a deprecation message tells users to switch to, as it spells it (without `()`)."""
     for pattern in _REPLACEMENT:
         for match in pattern.finditer(message):
             name = match.group("name").rstrip(".").removesuffix("()")
             if _UNKNOWN not in name and (match.group("quote") or _looks_like_api_name(name)):
                 return name
+    for match in _USE_ONE_WORD.finditer(message):
+        if match.group("name").lower() not in _NOT_NAMES:
+            return match.group("name")
     return None
 
 
 def subjects(message: str) -> list[str]:
     """The names a message says are deprecated: in each sentence that says "deprecat", the names
-    before that word, minus a replacement clause (`X and Y() are being deprecated` -> [X, Y])."""
+    before that word, minus a replacement clause (`X and Y() are being deprecated` -> [X, Y]); a
+    sentence about an argument ("The `optim_input` argument is deprecated") names no API."""
+    return _subject_names(message, arguments=False)
+
+
+def _subject_names(message: str, *, arguments: bool) -> list[str]:
     found: list[str] = []
     for sentence in re.split(r"(?<=[.!?])\s+", clean_message(message)):
         where = re.search(r"deprecat", sentence, re.IGNORECASE)
         if where is None:
             continue
         head = _REPLACEMENT_CLAUSE.sub("", sentence[: where.start()])
+        if not arguments and _ARGUMENT_WORDS.search(head):
+            continue  # "The `check_reduction` argument in `DistributedDataParallel` is deprecated": one argument
         for quoted, bare in _NAME_TOKEN.findall(head):
             name = (quoted or bare).strip().removesuffix("()")
             if quoted or _looks_like_api_name(name):
@@ -270,10 +293,17 @@ def _parameters(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 
 def _is_template(node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """Whether the function's warning text is built from its parameters (a warning helper)."""
+    """Whether the function's warning text is built from its parameters (a warning helper); f-strings
+    elsewhere in it (error messages) do not count."""
     params = set(_parameters(node)) | {a.arg for a in node.args.kwonlyargs}
-    return any(isinstance(n, ast.FormattedValue) and isinstance(n.value, ast.Name) and n.value.id in params
-               for n in ast.walk(node))
+    for call, _, _ in _own_calls(node.body, False, ()):
+        func = _dotted(call.func) or ""
+        if func.rsplit(".", 1)[-1] in _WARN_FUNCTIONS and call.args and any(
+            isinstance(n, ast.FormattedValue) and isinstance(n.value, ast.Name) and n.value.id in params
+            for n in ast.walk(call.args[0])
+        ):
+            return True
+    return False
 
 
 def _own_calls(body: list[ast.stmt], conditional: bool,
@@ -427,10 +457,15 @@ def deprecations_in_source(source: str, module: str, *, is_package: bool = False
     def stated_by(message: str, definition: _Def, tested: tuple[str, ...], conditional: bool) -> None:
         short = definition.qualname.rsplit(".", 1)[-1]
         siblings = scan.members.get(definition.owner or "", set())
+        node = definition.node
+        parameters = set() if isinstance(node, ast.ClassDef) else set(_parameters(node)) | {
+            a.arg for a in node.args.kwonlyargs}
         for subject in subjects(message):
             last = subject.rsplit(".", 1)[-1]
             prefix = subject.rpartition(".")[0]
-            if last == short:
+            if last == short or subject == module:  # itself, or "the module torch.distributed.launch"
+                continue
+            if subject in parameters:  # DDP.__init__'s `broadcast_buffers` argument, not the property
                 continue
             if definition.owner is not None and last in siblings:
                 record(f"{module}.{definition.owner}.{last}", message, definition.qualname)
@@ -438,9 +473,9 @@ def deprecations_in_source(source: str, module: str, *, is_package: bool = False
                 record(f"{module}.{last}", message, definition.qualname)
             elif conditional:
                 for name in tested:
-                    if name.rsplit(".", 1)[-1] == last:
+                    if name.rsplit(".", 1)[-1] == last:  # its own module names the stater: it is not the class's
                         record(_resolve(name, scan) if name.split(".")[0] in scan.imports
-                               else f"{module}.{name}", message, definition.qualname)
+                               else f"{module}.{name}", message, f"{module}.{definition.qualname}")
 
     for definition in scan.defs.values():
         node = definition.node
@@ -471,3 +506,38 @@ def deprecations_in_source(source: str, module: str, *, is_package: bool = False
 
     merged = {**stated, **direct}  # a name's own warning wins over another's mention of it
     return dict(sorted(merged.items()))
+
+
+def argument_deprecations_in_source(source: str, module: str, *,
+                                    is_package: bool = False) -> dict[str, dict[str, Deprecation]]:
+    """The arguments one module's functions warn are deprecated, read with `ast` like
+    deprecations_in_source: {function path (a class for its `__init__`): {parameter: Deprecation}}.
+
+    A deprecation warning of the function (directly or through a warning helper, under any condition)
+    whose subject is one of the function's own parameters: DDP's "`broadcast_buffers` is deprecated.
+    Use `forward_sync_buffers` instead." gives {"...DistributedDataParallel": {"broadcast_buffers": ...}}.
+    """
+    if not re.search(r"deprecat", source, re.IGNORECASE):
+        return {}
+    scan = _scan_module(ast.parse(source), module, is_package)
+    found: dict[str, dict[str, Deprecation]] = {}
+    for definition in scan.defs.values():
+        node = definition.node
+        if isinstance(node, ast.ClassDef) or _is_template(node) or re.search(r"warn|deprecat", node.name, re.I):
+            continue
+        is_init = node.name in ("__init__", "__new__") and definition.owner is not None
+        target = f"{module}.{definition.owner}" if is_init else f"{module}.{definition.qualname}"
+        parameters = [p for p in (*_parameters(node), *(a.arg for a in node.args.kwonlyargs))
+                      if p not in ("self", "cls")]
+        for warning in _warnings_of(definition, scan):
+            text = clean_message(warning.message)
+            replacement = replacement_in(text)
+            for subject in _subject_names(warning.message, arguments=True):
+                if subject not in parameters:
+                    continue
+                known = found.setdefault(target, {}).get(subject)
+                if known is None or (known.replacement is None and replacement not in (None, subject)):
+                    # the warning that names a replacement wins (DDP warns twice about broadcast_buffers)
+                    found[target][subject] = Deprecation(
+                        message=text, replacement=None if replacement == subject else replacement)
+    return dict(sorted(found.items()))

@@ -240,7 +240,8 @@ def build_doc(
     if kind == "class" and isinstance(obj, enum.EnumMeta) and obj.__members__:
         members: dict[str, enum.Enum] = dict(obj.__members__)
         listing = "\n".join(
-            f"- `{name}` = `{introspect.format_default(member.value)}`" for name, member in members.items()
+            f"- `{name}` = `{introspect.format_default(member.value)}`" + _member_deprecation(member, obj, name)
+            for name, member in members.items()
         )
         doc.description = (doc.description + "\n\n**Members:**\n\n" + listing).strip()
     doc.deprecation = deprecation.detect(
@@ -248,6 +249,12 @@ def build_doc(
     )
     doc.aliases = introspect.aliases(qualified_name, obj, kind, also=[documented_name])
     return doc
+
+
+def _member_deprecation(member: Any, cls: type, name: str) -> str:
+    """" (deprecated: ...)" for an enum member the sources deprecate (FSDP1's `ShardingStrategy.NO_SHARD`)."""
+    found = deprecation.from_source(member, cls, name)
+    return f" (deprecated: {found.text(quote='`')})" if found is not None else ""
 
 
 def _fill_from_docstring(

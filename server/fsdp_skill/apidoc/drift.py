@@ -188,11 +188,14 @@ def _missing_reason(import_failure: str | None, torch_version: str) -> str:
 
 
 def build_drift(documented: set[str], *, torch_version: str, ref: str | None = None,
-                missing: Iterable[tuple[str, str]] = (), import_failures: dict[str, str] | None = None) -> str:
+                missing: Iterable[tuple[str, str]] = (), import_failures: dict[str, str] | None = None,
+                entries: Iterable[str] = ()) -> str:
+    """entries: qualified names of the API entries this project adds from docstrings (no page documents
+    them): listed when deprecated, like the documented names, but never counted as documented."""
     with warnings.catch_warnings():  # deprecated objects warn when merely inspected
         warnings.simplefilter("ignore")
         return _build_drift(documented, torch_version=torch_version, ref=ref, missing=missing,
-                            import_failures=import_failures or {})
+                            import_failures=import_failures or {}, entries=set(entries))
 
 
 @dataclass
@@ -203,16 +206,20 @@ class _Findings:
     deprecated: dict[str, Deprecation] = field(default_factory=dict)
     unresolved: dict[str, str] = field(default_factory=dict)  # documented name -> where it is documented
     import_failures: dict[str, str] = field(default_factory=dict)  # documented name -> why its module does not import
+    arguments: dict[tuple[str, str], Deprecation] = field(default_factory=dict)  # (API, argument) -> deprecation
 
 
 def _build_drift(documented: set[str], *, torch_version: str, ref: str | None,
-                 missing: Iterable[tuple[str, str]], import_failures: dict[str, str]) -> str:
+                 missing: Iterable[tuple[str, str]], import_failures: dict[str, str], entries: set[str]) -> str:
     """The api-drift.md text. documented: qualified names and aliases the references document;
     missing: (name, where) of directives whose name did not import (the autodoc registry's MissingName
     events), added to the names in `documented` that do not resolve."""
     findings = _Findings(unresolved=dict(missing), import_failures=import_failures)
     documented_objects = _check_documented(documented, findings)
     _find_undocumented(documented, documented_objects, findings)
+    _check_entries(entries, documented_objects, findings)
+    _find_deprecated_members(documented | entries, findings)
+    _find_deprecated_arguments(documented | entries, findings)
     return _render(findings, torch_version, ref)
 
 
@@ -237,12 +244,62 @@ def _check_documented(documented: set[str], findings: _Findings) -> dict[int, st
     return documented_objects
 
 
+def _check_entries(entries: set[str], documented_objects: dict[int, str], findings: _Findings) -> None:
+    """The project's own API entries (nn.functional, functional collectives): deprecated ones are listed."""
+    reported = {id(_resolve(name)) for name in findings.deprecated}
+    for name in sorted(entries):
+        obj = _resolve(name)
+        if obj is None or not name.startswith("torch.") or id(obj) in documented_objects or id(obj) in reported:
+            continue
+        dep = deprecation_of(obj, name)
+        if dep is not None:
+            findings.deprecated.setdefault(name, dep)
+            reported.add(id(obj))
+
+
+def _find_deprecated_members(names: set[str], findings: _Findings) -> None:
+    """Deprecated members no entry of their own covers (`ShardingStrategy.NO_SHARD`, whose warning is in
+    another module than the enum): each under its documented class's name."""
+    classes: dict[int, str] = {}
+    for name in sorted(names, key=lambda n: ("._" in n, n.count("."), n)):
+        obj = _resolve(name) if name.startswith("torch.") else None
+        if isinstance(obj, type):
+            classes.setdefault(id(obj), name)
+    reported = {id(_resolve(name)) for name in findings.deprecated}
+    for path in deprecation.installed_deprecations():
+        parent_path, _, member = path.rpartition(".")
+        parent = _resolve(parent_path)
+        if parent is None or id(parent) not in classes:
+            continue
+        name = f"{classes[id(parent)]}.{member}"
+        obj = _resolve(name)
+        dep = deprecation_of(obj, name) if obj is not None and id(obj) not in reported else None
+        if dep is not None:
+            findings.deprecated.setdefault(name, dep)
+            reported.add(id(obj))
+
+
+def _find_deprecated_arguments(names: set[str], findings: _Findings) -> None:
+    """Arguments the installed sources warn are deprecated, of the documented APIs and our entries."""
+    apis: dict[int, str] = {}
+    for name in sorted(names, key=lambda n: ("._" in n, n.count("."), n)):
+        obj = _resolve(name) if name.startswith("torch.") else None
+        if obj is not None:
+            apis.setdefault(id(obj), name)
+    for path, arguments in deprecation.installed_argument_deprecations().items():
+        obj = _resolve(path)
+        if obj is None or id(obj) not in apis:
+            continue
+        for argument, dep in arguments.items():
+            findings.arguments.setdefault((apis[id(obj)], argument), dep)
+
+
 def _find_undocumented(documented: set[str], documented_objects: dict[int, str], findings: _Findings) -> None:
     for name in covered_public_names():
         obj = _resolve(name)
         if obj is None or id(obj) in documented_objects or name in documented:
             continue
-        dep = deprecation_of(obj)
+        dep = deprecation_of(obj, name)
         if dep is not None:
             findings.deprecated.setdefault(name, dep)
         findings.undocumented.append((name, _reason(name, obj, dep), _summary(obj)))
@@ -273,8 +330,11 @@ def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
         "",
         f"## Deprecated in torch {torch_version} ({len(findings.deprecated)})",
         "",
-        "Detected from `@deprecated` markers, `warnings.warn(..., FutureWarning | DeprecationWarning)` "
-        "at the top of the function, or `.. deprecated::` in the docstring.",
+        "Documented names, the project's own API entries and their members that the installed sources "
+        "deprecate: a `@deprecated` marker, or a `warnings.warn(..., FutureWarning | DeprecationWarning)` "
+        "saying so anywhere in the function (directly or through a warning helper; one under a condition "
+        "only when it names the function, or the value its condition tests), or at import for a module; "
+        "a `.. deprecated::` in the docstring. A name a message names as the replacement is never listed.",
         "",
         "| name | replacement | message |",
         "|---|---|---|",
@@ -283,6 +343,19 @@ def _render(findings: _Findings, torch_version: str, ref: str | None) -> str:
         dep = findings.deprecated[name]
         replacement = f"`{dep.replacement}`" if dep.replacement else ""
         lines.append(f"| `{name}` | {replacement} | {table_cell(dep.message, fold_whitespace=True)} |")
+    lines += [
+        "",
+        f"## Deprecated arguments in torch {torch_version} ({len(findings.arguments)})",
+        "",
+        "Arguments of the documented APIs whose use warns (a deprecation warning, read from the installed "
+        "sources like the names above, whose subject is the function's own parameter): the API itself stays.",
+        "",
+        "| API | argument | replacement | message |",
+        "|---|---|---|---|",
+    ]
+    for (name, argument), dep in sorted(findings.arguments.items()):
+        replacement = f"`{dep.replacement}`" if dep.replacement else ""
+        lines.append(f"| `{name}` | `{argument}` | {replacement} | {table_cell(dep.message, fold_whitespace=True)} |")
     lines += [
         "",
         f"## Documented but missing from torch {torch_version} ({len(findings.unresolved)})",

@@ -49,6 +49,8 @@ _RANKS_FIRST = {"new_group", "new_subgroups_by_enumeration"}
 _CUDA = re.compile(r"\bcuda\b|\.cuda\(|\bnccl\b", re.IGNORECASE)
 _REQUIRES = re.compile(r"#\s*xdoctest:?\s*\+REQUIRES\((?P<what>[^)]*)\)", re.IGNORECASE)
 _KNOWN_REQUIREMENTS = {"numpy": "numpy", "np": "numpy", "torchvision": "torchvision", "transformers": "transformers"}
+# xdoctest's platform requirements (`+REQUIRES(LINUX)`): an operating system, not a package to install.
+_PLATFORMS = {"linux": "platform:linux", "win32": "platform:win32", "darwin": "platform:darwin"}
 
 
 def parse_pieces(sources: Iterable[str]) -> list[ast.Module]:
@@ -179,6 +181,8 @@ def requirements(code: str, text: str, device_name: str, size: int) -> list[str]
             needs.add(_KNOWN_REQUIREMENTS.get(what[7:], what[7:]))
         elif "cuda" in what.lower() or "gpu" in what.lower():
             needs.add("cuda")
+        elif what.lower() in _PLATFORMS:
+            needs.add(_PLATFORMS[what.lower()])
         else:
             needs.add(what)
     return sorted(needs)

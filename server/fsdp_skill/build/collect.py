@@ -149,6 +149,7 @@ def add_drift(out: Collected, registry: AutodocRegistry, torch_version: str, doc
         ref=docs_ref,
         missing=[(m.qualified_name, m.where) for m in registry.missing],
         import_failures={m.qualified_name: m.why for m in registry.missing if m.why},
+        entries={d.doc.qualified_name for d in registry.entries.values() if d.page_url is None},
     )
     text = (drift_text if drift_text.endswith("\n") else drift_text + "\n") + extra
     spans = split_sections(text)

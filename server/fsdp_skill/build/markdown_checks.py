@@ -28,6 +28,8 @@ _PROSE_ARTEFACTS = [
     (re.compile(r"\[source\]"), "[source] link"),
     (re.compile(r"Created On:|Last Updated On:"), "page boilerplate"),
     (re.compile(r"^:::"), "MyST colon fence"),
+    # A link markdown-it refuses to make (file:, javascript:, data:) stays text: see WEB_SCHEMES below.
+    (re.compile(r"\]\((?!(?:https?|mailto):)[a-zA-Z][a-zA-Z0-9+.-]*:"), "link a reader cannot follow"),
 ]
 # A role whose target markdown-it parsed as a code span (":func:" + `x`): the backtick is gone
 # from the text, so only the role name ending the text just before the code span shows it.
@@ -38,6 +40,17 @@ _CONTAINER_PREFIX = re.compile(r"^(?:\s*>)*\s*")
 CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 # A fence marker markdown-it read as text: what is left of a fence an unclosed block swallowed.
 _LITERAL_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})")
+# The link targets a reader can follow: the web, mail, and relative paths / anchors (no scheme at all).
+# Anything else (`chrome-extension://…` copied from a browser's PDF viewer, `file:///home/…`, `javascript:`)
+# is a scrape artefact of the page it came from.
+WEB_SCHEMES = ("http", "https", "mailto")
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
+
+
+def foreign_scheme(url: str) -> str | None:
+    """The scheme of a link target a reader cannot follow (see WEB_SCHEMES), or None."""
+    match = _SCHEME.match(url)
+    return match.group(1) if match and match.group(1).lower() not in WEB_SCHEMES else None
 
 
 def artefacts(markdown: str, tokens: list[Token] | None = None) -> list[tuple[int, str, str]]:
@@ -63,6 +76,11 @@ def artefacts(markdown: str, tokens: list[Token] | None = None) -> list[tuple[in
         for pattern, problem in _PROSE_ARTEFACTS:
             if pattern.search(prose):
                 problems.append((token.map[0] + 1, problem, token.content[:120]))
+        for child in children:
+            target = str(child.attrs.get("href") or child.attrs.get("src") or "")
+            if child.type in ("link_open", "image") and foreign_scheme(target):
+                problems.append((token.map[0] + 1, f"link a reader cannot follow ({foreign_scheme(target)}:)",
+                                 target[:120]))
         broken = "".join(c.content if c.type == "text" else "\n" if c.type.endswith("break") else "" for c in children)
         if any(_LITERAL_FENCE.match(line) for line in broken.split("\n")):
             problems.append((token.map[0] + 1, "literal code fence in prose", token.content[:120]))
@@ -78,6 +96,15 @@ def artefacts(markdown: str, tokens: list[Token] | None = None) -> list[tuple[in
         if CONTROL_CHARACTERS.search(line):
             problems.append((number + 1, "control character", repr(line[:120])))
     return sorted(set(problems))
+
+
+def code_line_numbers(markdown: str) -> set[int]:
+    """0-based numbers of the lines inside code blocks (fenced, indented) and raw HTML blocks."""
+    lines: set[int] = set()
+    for token in markdown_parser().parse(markdown):
+        if token.type in ("fence", "code_block", "html_block") and token.map:
+            lines.update(range(token.map[0], token.map[1]))
+    return lines
 
 
 def empty_fence_spans(markdown: str) -> list[tuple[int, int]]:

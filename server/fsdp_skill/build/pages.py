@@ -74,7 +74,8 @@ def _convert_pages(
             continue
         origin = f"upstream/{page.dir}/{page.path}"
         checker = PageChecker(origin, warn)
-        text = checker.source(sources.read_cached_bytes(root, page)[0], page.format)
+        data, entry = sources.read_cached_bytes(root, page)
+        text = checker.source(data, page.format, manifest_chars=entry.chars)
         url = sources.docs_url(page, torch_version)
         hook = registry.hook(origin=origin, source=page.id, page_url=url)
         resolve = _site_resolver(page, url)

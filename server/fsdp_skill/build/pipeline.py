@@ -28,16 +28,17 @@ from pathlib import Path
 from fsdp_skill.apidoc import drift
 from fsdp_skill.apidoc.api_model import MissingName
 from fsdp_skill.apidoc.autodoc import AutodocRegistry
-from fsdp_skill.build import api_history, code_names, what_changed
+from fsdp_skill.build import api_history, code_names, torch_messages, what_changed
 from fsdp_skill.build.collect import DRIFT_FILE, Collected, add_drift, add_topic, problems_and_coverage
 from fsdp_skill.build.page_code import page_code
 from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
+from fsdp_skill.build.skill_docs import skill_documents
 from fsdp_skill.build.topics import load_topics
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
-from fsdp_skill.core.scratch import make_scratch_dir
+from fsdp_skill.core.scratch import LEFTOVER_ADVICE, data_leftovers, make_scratch_dir
 from fsdp_skill.core.torch_version import installed_torch_version, release_version
 from fsdp_skill.search.index import build_index, stale_reason
 from fsdp_skill.upstream import sources
@@ -141,6 +142,11 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         patterns=patterns,
         page_code=blocks,
     )
+    catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog))
+    torch_dir = torch_messages.torch_package_dir()
+    if torch_dir is not None:  # regenerate needs torch anyway (torch_release); the scan reads its files
+        scan = torch_messages.scan_torch(torch_dir)
+        torch_messages.attach_messages(catalog.api, catalog.skill, scan.messages, scan.calls)
     out.files[CATALOG_FILE] = dump_catalog(catalog)
     problems, covered = problems_and_coverage(out.files, catalog)
     return Output(
@@ -152,6 +158,16 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         coverage=covered,
         missing=registry.missing,
     )
+
+
+def _skill_texts(root: Path, drift: str, catalog: Catalog) -> dict[str, str]:
+    """SKILL.md as this run leaves it: its what-changed block regenerated (the documents cut from it
+    must match the file written next to them)."""
+    path = root / "SKILL.md"
+    if not path.is_file():
+        return {}
+    block = what_changed.render_block(drift, catalog)
+    return {"SKILL.md": what_changed.apply_block(path.read_text(encoding="utf-8"), block)}
 
 
 # --- writing -----------------------------------------------------------------------------------------
@@ -267,6 +283,14 @@ def _sync_skill_md(root: Path, output: Output, write: bool) -> bool:
     return drift is not None and what_changed.sync_skill(root, drift, output.catalog, write=write)
 
 
+def _leftover_note(root: Path) -> str:
+    """The tail of --check's last line when an interrupted run left files (listed above it)."""
+    count = len(data_leftovers(root))
+    if not count:
+        return ""
+    return f", but an interrupted run left {count} temporary {'entry' if count == 1 else 'entries'} (listed above)"
+
+
 def cli_regenerate(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     root = writable_root("regenerate rebuilds references/ from the upstream/ cache")
@@ -301,6 +325,10 @@ def cli_regenerate(args: argparse.Namespace) -> int:
             changed.append("differs: SKILL.md (its what-changed block)")
         for line in changed:
             print(line)
+        for entry in data_leftovers(root):
+            kind = "folder" if entry.is_dir() else "file"
+            print(f"leftover: {entry.relative_to(root).as_posix()} (a temporary {kind} an interrupted run left: "
+                  f"{LEFTOVER_ADVICE})")
         print(summary(output, elapsed))
         provenance = [line.split("references/", 1)[1] for line in changed if line.startswith("provenance:")]
         if provenance:
@@ -315,7 +343,7 @@ def cli_regenerate(args: argparse.Namespace) -> int:
             also = f" ({len(provenance)} of them only in provenance)" if provenance else ""
             print(f"{len(changed)} files differ from the committed references/{also}; run `fsdp-skill regenerate`")
             return 1
-        print("references/ is up to date")
+        print("references/ is up to date" + _leftover_note(root))
         return 0
     written = write_output(output, ref_dir, root)
     if _sync_skill_md(root, output, write=True):

@@ -2,9 +2,10 @@
 baseline measured in the same run.
 
 - Quality: Recall@1, Recall@5 and MRR@10 on every eval set of tests/eval/ (EVAL_SETS: dev, the dev
-  held-out set that was tuned on, dev2, the frozen blind set, the Russian/Japanese set; any other file
-  too), for our search in the mode it runs in, lexically, and for plain BM25 (rank-bm25 over the same
-  documents, lowercase word tokens, no stemming, no field weights), all in the same run.
+  held-out set that was tuned on, dev2, the frozen blind set, the Russian/Japanese set, the
+  mixed-language set, the agents' own searches; any other file too), for our search in the mode it runs
+  in, lexically, and for plain BM25 (rank-bm25 over the same documents, lowercase word tokens, no
+  stemming, no field weights), all in the same run.
 - Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p95/p99, in
   the mode it runs in and lexically, beside rank-bm25's scoring of the same queries. In semantic mode
   every call embeds its query (nothing cached between calls); the embedding's own time and the engine
@@ -42,7 +43,8 @@ from fsdp_skill.serve.tools import Toolbox
 TARGETS = {
     "recall5": 0.95,
     "mrr": 0.85,
-    "multilingual_recall5": 0.75,
+    "multilingual_recall5": 0.85,
+    "agent_recall5": 0.95,
     "p50_ms": 2.0,
     "semantic_p50_ms": 25.0,
     "p99_ms": 10.0,
@@ -53,13 +55,19 @@ TARGETS = {
 # after the first tuning and later read, so it is dev too; dev2 was written from the docs (mostly plain
 # language that names no API) before its rankings were looked at, then tuned on with dev; blind was written
 # from the docs before any tuning and is never read to tune (its misses are not printed); ru/ja asks in
-# Russian and Japanese. Any other *.jsonl under tests/eval/ is reported too, under its file stem.
+# Russian and Japanese; mixed ru/ja asks in Russian or Japanese around API and product names (FSDP, NCCL, DCP,
+# fully_shard, torchrun), written and judged before the routing it measures was tuned; agent holds the
+# searches real agents made with the server as their only documentation (serve --log-queries, issue 21),
+# each judged by hand, a regression guard. Any other *.jsonl under tests/eval/ is reported too, under its
+# file stem.
 EVAL_SETS = (
     ("dev", "queries.jsonl"),
     ("dev held-out", "heldout.jsonl"),
     ("dev2", "dev2.jsonl"),
     ("blind", "blind.jsonl"),
     ("ru/ja", "multilingual.jsonl"),
+    ("mixed ru/ja", "mixed.jsonl"),
+    ("agent", "agent.jsonl"),
 )
 
 
@@ -93,6 +101,7 @@ class EvalQuery:
     symbols: frozenset[str]
     sections: frozenset[str]
     patterns: frozenset[str]
+    kind: str | None = None  # the kind filter the question was asked with (an agent's search_docs call)
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -110,6 +119,7 @@ def load_queries(path: Path) -> list[EvalQuery]:
                     frozenset(row.get("symbols", [])),
                     frozenset(row.get("sections", [])),
                     frozenset(row.get("patterns", [])),
+                    row.get("kind"),
                 )
             )
         except (ValueError, KeyError, TypeError) as exc:
@@ -187,19 +197,19 @@ def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
                     f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl"
                 )
             names.add(matches[0])
-        out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns))
+        out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns, q.kind))
     return out
 
 
 def our_rankings(index: DocsIndex, queries: list[EvalQuery], use_dense: bool = True) -> list[list[tuple]]:
-    def ranking(question: str) -> list[tuple]:
+    def ranking(query: EvalQuery) -> list[tuple]:
         try:
-            hits = search(index, question, limit=10, use_dense=use_dense)
+            hits = search(index, query.question, limit=10, kind=query.kind, use_dense=use_dense)
         except QueryError:  # a Russian question without the semantic side: nothing found
             return []
         return [(h.doc.kind, h.doc.id, h.doc.symbol, h.doc.reference, h.doc.anchor) for h in hits]
 
-    return [ranking(q.question) for q in queries]
+    return [ranking(q) for q in queries]
 
 
 _TOKEN = re.compile(r"\w+")
@@ -219,9 +229,10 @@ class PlainBM25:
     def tokens(text: str) -> list[str]:
         return _TOKEN.findall(text.lower())
 
-    def rank(self, question: str, limit: int = 10) -> list[tuple]:
+    def rank(self, question: str, limit: int = 10, kind: str | None = None) -> list[tuple]:
         scores = self.bm25.get_scores(self.tokens(question))
-        best = sorted(range(len(scores)), key=lambda i: -scores[i])[:limit]
+        allowed = [i for i in range(len(scores)) if kind is None or self.docs[i][0] == kind]
+        best = sorted(allowed, key=lambda i: -scores[i])[:limit]
         return [self.docs[i] for i in best]
 
 
@@ -421,7 +432,7 @@ def _report_quality(
         rows = [(f"fsdp-skill {mode}", score_rankings(qs, our_rankings(index, qs)))]
         if semantic_mode:
             rows.append(("fsdp-skill lexical only", score_rankings(qs, our_rankings(index, qs, use_dense=False))))
-        rows.append(("plain BM25", score_rankings(qs, [baseline.rank(q.question) for q in qs])))
+        rows.append(("plain BM25", score_rankings(qs, [baseline.rank(q.question, kind=q.kind) for q in qs])))
         results[label] = rows[0][1]
         for name, quality in rows:
             print(
@@ -429,7 +440,11 @@ def _report_quality(
                 f"{quality.recall5:6.3f}  {quality.mrr:6.3f}"
             )
         ours, plain = rows[0][1], rows[-1][1]
-        if label == "ru/ja":
+        if label == "agent":
+            print(
+                f"    target Recall@5 >= {TARGETS['agent_recall5']} {_mark(ours.recall5 >= TARGETS['agent_recall5'])}"
+            )
+        elif label in ("ru/ja", "mixed ru/ja"):
             print(
                 f"    target Recall@5 >= {TARGETS['multilingual_recall5']} "
                 f"{_mark(ours.recall5 >= TARGETS['multilingual_recall5'])}"

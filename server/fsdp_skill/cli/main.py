@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from fsdp_skill.core.errors import FsdpSkillError, UserError
 from fsdp_skill.core.limits import DEFAULT_MAX_RANKS, DEFAULT_MAX_RUNS, DEFAULT_SESSION_IDLE_S
+from fsdp_skill.core.streams import stdout_closed
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 
 
@@ -113,6 +114,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--session-idle-timeout", type=float, metavar="SECONDS",
                    help=f"close HTTP sessions idle this long (default {DEFAULT_SESSION_IDLE_S:g}, "
                    "or $FSDP_SKILL_SESSION_IDLE_TIMEOUT)")
+    p.add_argument("--log-queries", metavar="FILE",
+                   help="append one JSON line per tool call to FILE (tool, arguments, latency, result ids); "
+                   "off by default")
     p.set_defaults(handler="fsdp_skill.serve.server:cli_serve")
 
 
@@ -137,12 +141,16 @@ def _add_skill(sub: argparse._SubParsersAction) -> None:
     i = ssub.add_parser(
         "install",
         help="write the skill folder from this fsdp-skill's data (default ~/.claude/skills/pytorch-fsdp)",
-        description="Write SKILL.md, references/, assets/ and scripts/ into a skill folder, atomically. An existing "
+        description="Write SKILL.md, references/, assets/ and scripts/ into DIR/pytorch-fsdp (DIR: an agent's "
+        "skills folder, default ~/.claude/skills), or exactly into --target FOLDER, atomically. An existing "
         "pytorch-fsdp skill of another version (or with local edits) is replaced only with --force; a folder that "
         "is not this skill, or is a clone of the repository, is never replaced.",
     )
-    i.add_argument("dir", nargs="?", help="the skill folder (default: ~/.claude/skills/pytorch-fsdp)")
-    i.add_argument("--dir", dest="dir_option", metavar="DIR", help="the skill folder (same as the positional DIR)")
+    where = i.add_mutually_exclusive_group()
+    where.add_argument("--dir", metavar="DIR", help="an agent's skills folder: the skill goes into DIR/pytorch-fsdp "
+                       "(default ~/.claude/skills)")
+    where.add_argument("--target", metavar="FOLDER", help="the skill folder itself, used as given")
+    i.add_argument("stray", nargs="?", metavar="DIR", help=argparse.SUPPRESS)  # refused: say --dir or --target
     i.add_argument("--force", action="store_true", help="replace another version of the skill, or local edits")
     i.set_defaults(handler="fsdp_skill.cli.skill_install:cli_skill_install")
 
@@ -208,6 +216,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except BrokenPipeError:  # `fsdp-skill api --all | head`: the reader left; stop quietly (core/streams.py)
+        return stdout_closed()
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     module_name, func_name = args.handler.split(":")
     try:

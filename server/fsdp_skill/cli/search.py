@@ -1,4 +1,9 @@
-"""`fsdp-skill search` and `fsdp-skill show`: the search tools for people, as rich output or JSON."""
+"""`fsdp-skill search` and `fsdp-skill show`: the search tools for people, as rich output or JSON.
+
+Every string from the docs or the user goes to rich as a `Text` (or a title wrapped in one), never as a
+plain `str`: rich reads a plain string as console markup, and `Optional[Union[bool, int]]` would print as
+`Optional[Union]` (its `[bool, int]` taken for a style tag).
+"""
 
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ def _console() -> Console:
 
 
 def render_search(response: SearchResponse) -> Table:
-    table = Table(title=f"{response.query!r} (torch {response.torch_version})", show_lines=True, expand=True)
+    table = Table(title=Text(f"{response.query!r} (torch {response.torch_version})"), show_lines=True, expand=True)
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("kind", no_wrap=True)
     table.add_column("result", ratio=2)
@@ -38,7 +43,7 @@ def render_search(response: SearchResponse) -> Table:
         head = Text(r.title, style="bold")
         head.append(f"\n{r.id}" if r.id not in (r.title, where) else "", style="cyan")
         head.append(f"\n{where}", style="dim")
-        table.add_row(str(n), r.kind, head, Text(r.snippet), f"{r.score:.2f}")
+        table.add_row(str(n), Text(r.kind), head, Text(r.snippet), f"{r.score:.2f}")
     return table
 
 
@@ -49,7 +54,7 @@ def cli_search(args: argparse.Namespace) -> int:
         return 0
     console = _console()
     if not response.results:
-        console.print(f"No results for {args.query!r}. Try fewer words or an API name (e.g. fully_shard).")
+        console.print(Text(f"No results for {args.query!r}. Try fewer words or an API name (e.g. fully_shard)."))
         return 1
     console.print(render_search(response))
     return 0
@@ -60,8 +65,10 @@ def render_api(entry: ApiEntryResult) -> Group:
     if entry.since:
         parts.append(Text(f"torch releases: {entry.since}", style="cyan"))
     if entry.deprecation:
-        replacement = f" Use {entry.deprecation.replacement} instead." if entry.deprecation.replacement else ""
-        parts.append(Panel(Text(entry.deprecation.message + replacement), title="deprecated", style="yellow"))
+        dep = entry.deprecation
+        named = dep.replacement and dep.replacement not in dep.message  # "use X instead" already says it
+        text = f"{dep.message} Use {dep.replacement} instead." if named else dep.message
+        parts.append(Panel(Text(text), title="deprecated", style="yellow"))
     if entry.signature:
         parts.append(Syntax(entry.signature, "python", word_wrap=True))
     description = entry.description
@@ -75,9 +82,11 @@ def render_api(entry: ApiEntryResult) -> Group:
         if description:
             parts.append(Markdown(description))
     if entry.parameters:
-        params = Table("parameter", "type", "default", "description", title="Parameters", expand=True)
+        params = Table(title="Parameters", expand=True)
+        for column in ("parameter", "type", "default", "description"):
+            params.add_column(column, overflow="fold")  # a long type is folded onto more lines, never cut
         for p in entry.parameters:
-            params.add_row(p.name, p.type or "", p.default or "", p.description)
+            params.add_row(Text(p.name), Text(p.type or ""), Text(p.default or ""), Text(p.description))
         parts.append(params)
     if entry.returns:
         parts.append(Text.assemble(("Returns: ", "bold"), entry.returns))
@@ -87,7 +96,7 @@ def render_api(entry: ApiEntryResult) -> Group:
         parts.append(Panel(Markdown(note), title="note"))
     for example in entry.examples:
         title = f"{example.id}: {example.world_size} rank{'s' if example.world_size != 1 else ''}, {example.status}"
-        parts.append(Panel(Syntax(example.code, "python"), title=title))
+        parts.append(Panel(Syntax(example.code, "python"), title=Text(title)))
     where = f"references/{entry.reference}#{entry.anchor}"
     parts.append(Text(where + (f"\n{entry.url}" if entry.url else ""), style="dim"))
     if entry.other_matches:

@@ -27,7 +27,8 @@ from fsdp_skill.core.atomic import replace_dir
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import SKILL_ITEMS, DataMissing, locate, rebuild_hint
 
-DEFAULT_DIR = Path("~/.claude/skills") / SKILL_NAME
+# Claude Code's personal skills folder; `--dir` names another agent's, `--target` the skill folder itself.
+DEFAULT_SKILLS_DIR = Path("~/.claude/skills")
 
 
 @dataclass(frozen=True)
@@ -178,10 +179,24 @@ def install_skill(target: Path, force: bool = False, source: Path | None = None)
                      previous.version if previous else None)
 
 
+def install_target(skills_dir: str | None, target: str | None, stray: str | None = None) -> Path:
+    """The skill folder for `skill install --dir DIR` (DIR/pytorch-fsdp) or `--target FOLDER` (FOLDER itself)."""
+    if stray is not None:
+        raise UserError(f"a bare folder ({stray}) is ambiguous: pass --dir {stray} to install into "
+                        f"{stray}/{SKILL_NAME} (an agent's skills folder), or --target {stray} for that exact folder")
+    if target is not None:
+        return Path(target)
+    folder = Path(skills_dir) if skills_dir is not None else DEFAULT_SKILLS_DIR
+    if (folder.expanduser() / SKILL_FILE).is_file() or folder.name == SKILL_NAME:
+        # `--dir ~/.claude/skills/pytorch-fsdp`: the old meaning of --dir; nesting pytorch-fsdp/pytorch-fsdp is no use.
+        raise UserError(f"--dir is the skills folder the skill goes into ({folder}/{SKILL_NAME}), and {folder} is "
+                        f"{'a skill folder itself' if folder.name != SKILL_NAME else 'named after the skill'}: "
+                        f"pass --dir {folder.parent}, or --target {folder} to write exactly there")
+    return folder / SKILL_NAME
+
+
 def cli_skill_install(args: argparse.Namespace) -> int:
-    if args.dir and args.dir_option and Path(args.dir) != Path(args.dir_option):
-        raise UserError(f"two folders given ({args.dir} and --dir {args.dir_option}): pass one")
-    target = Path(args.dir_option or args.dir or DEFAULT_DIR)
+    target = install_target(args.dir, args.target, args.stray)
     data = locate()
     result = install_skill(target, force=args.force, source=data.path)
     if result is None:

@@ -43,7 +43,7 @@ from fsdp_skill.cli.validate_claims import check_pitfall_links
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
-from fsdp_skill.core.scratch import leftovers
+from fsdp_skill.core.scratch import LEFTOVER_ADVICE, data_leftovers
 from fsdp_skill.verify.mutants import mutant_problems
 from fsdp_skill.verify.patterns import (
     PatternHeader,
@@ -474,18 +474,11 @@ def validate(root: Path) -> Report:
     return report
 
 
-# Where interrupted runs stage their work: fetch next to upstream/, regenerate and every atomic
-# write inside references/ (all dot-named; .gitignore keeps them out of commits).
-SCRATCH_SPOTS = ((".", ".upstream-new-"), (".", ".upstream-old-"), ("references", "."))
-
-
 def check_leftovers(root: Path, report: Report) -> None:
     """Temp folders and files whose run is gone: a killed regenerate or fetch left them."""
-    for folder, prefix in SCRATCH_SPOTS:
-        for entry in leftovers(root / folder, prefix):
-            kind = "folder" if entry.is_dir() else "file"
-            report.add(_relative(entry, root), 1, f"temporary {kind} left by an interrupted run: delete it "
-                       "(the next `fsdp-skill regenerate` or `fetch` removes it too)")
+    for entry in data_leftovers(root):
+        kind = "folder" if entry.is_dir() else "file"
+        report.add(_relative(entry, root), 1, f"temporary {kind} left by an interrupted run: {LEFTOVER_ADVICE}")
 
 
 def cli_validate(args: argparse.Namespace) -> int:

@@ -32,6 +32,7 @@ __all__ = [
     "Pattern",
     "Reference",
     "Section",
+    "SkillDoc",
     "Source",
     "dump_catalog",
     "load_catalog",
@@ -98,6 +99,12 @@ class Deprecation(_Model):
     message: str
     replacement: str | None = None
 
+    def text(self, quote: str = "") -> str:
+        """The message, plus "Use <replacement> instead." unless the message already names it."""
+        if self.replacement and self.replacement not in self.message:
+            return f"{self.message} Use {quote}{self.replacement}{quote} instead."
+        return self.message
+
 
 class ApiEntry(_Model):
     """One documented public name, resolved from the installed torch's docstring."""
@@ -119,6 +126,10 @@ class ApiEntry(_Model):
     url: str | None = None
     aliases: list[str] = Field(
         default_factory=list, description="Other spellings: short name, dist.X, re-export paths."
+    )
+    messages: list[str] = Field(
+        default_factory=list,
+        description="Error and warning messages its own source raises (a static scan of the installed torch).",
     )
 
 
@@ -187,6 +198,24 @@ class Pattern(_Model):
     launch: str = Field(default="", description="The torchrun command line that runs it.")
 
 
+class SkillDoc(_Model):
+    """A part of the skill's own pages (SKILL.md, assets/tuning.md): a pitfall, a decision table, the core
+    recipe, a tuning section; cut by `build.skill_docs` when regenerating."""
+
+    id: str = Field(description="'<file>#<anchor>', e.g. 'SKILL.md#pitfall-3'.")
+    file: str = Field(description="Path relative to the repository root.")
+    anchor: str
+    title: str
+    section: str = Field(description="Title of the `##` section it is in.")
+    line: int = Field(description="1-based line of its first line in the file.")
+    markdown: str = Field(description="Its text, sliced from the file.")
+    checks: list[str] = Field(default_factory=list, description="Claim checks it links, relative to the root.")
+    check_text: str = Field(default="", description="Those checks' claims and header docstrings.")
+    messages: list[str] = Field(
+        default_factory=list, description="torch.distributed messages it quotes part of (build.torch_messages)."
+    )
+
+
 class Catalog(_Model):
     schema_version: int = SCHEMA_VERSION
     torch_version: str = Field(description="Version of the torch whose docstrings were read, e.g. '2.13.0'.")
@@ -198,6 +227,7 @@ class Catalog(_Model):
     examples: list[Example] = Field(default_factory=list)
     patterns: list[Pattern] = Field(default_factory=list)
     page_code: list[PageCode] = Field(default_factory=list)
+    skill: list[SkillDoc] = Field(default_factory=list, description="SKILL.md and assets/tuning.md, cut up.")
 
 
 class CatalogError(UserError):

@@ -62,6 +62,18 @@ def _untouched_for(entry: Path) -> float:
         return 0.0
 
 
+# Where interrupted runs stage their work inside a data folder: fetch next to upstream/, regenerate and
+# every atomic write inside references/ (all dot-named; .gitignore keeps them out of commits).
+# `fsdp-skill validate` and `regenerate --check` both list what they find there.
+DATA_SCRATCH_SPOTS = ((".", ".upstream-new-"), (".", ".upstream-old-"), ("references", "."))
+LEFTOVER_ADVICE = "delete it (the next `fsdp-skill regenerate` or `fetch` removes it too)"
+
+
+def data_leftovers(root: Path) -> list[Path]:
+    """What interrupted regenerate / fetch runs left in the data folder `root` (DATA_SCRATCH_SPOTS)."""
+    return [entry for folder, prefix in DATA_SCRATCH_SPOTS for entry in leftovers(root / folder, prefix)]
+
+
 def remove_leftovers(parent: Path, prefix: str) -> list[Path]:
     """Delete what interrupted runs of this kind left in parent; returns what was removed."""
     removed = leftovers(parent, prefix)

@@ -24,8 +24,9 @@ __all__ = [
 ]
 
 # What the search index holds and search_docs returns: a reference section, an API entry, a doctest
-# example, a runnable pattern.
-DocumentKind = Literal["section", "api", "example", "pattern"]
+# example, a runnable pattern, a part of the skill's own pages (a SKILL.md pitfall, decision table or
+# recipe, an assets/tuning.md section).
+DocumentKind = Literal["section", "api", "example", "pattern", "skill"]
 DOCUMENT_KINDS: tuple[DocumentKind, ...] = get_args(DocumentKind)
 
 # A verification result, in the order reports list them: matched, matched only with declared stand-ins

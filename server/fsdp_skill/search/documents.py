@@ -1,4 +1,4 @@
-"""Catalog → search documents: one per section, API entry, example and pattern.
+"""Catalog → search documents: one per section, API entry, example, pattern and skill-page part.
 
 Each document carries the columns the FTS index weighs differently (title, symbol, keys, body and
 the identifier parts of each) and its body cut into whole markdown blocks for snippets. A section
@@ -15,7 +15,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fsdp_skill.core.catalog import ApiEntry, Catalog, Example, Pattern, Section
+from fsdp_skill.core.catalog import ApiEntry, Catalog, Example, Pattern, Section, SkillDoc
 from fsdp_skill.search.anchors import anchor_texts
 from fsdp_skill.search.identifiers import body_identifier_parts, identifier_parts, is_identifier
 from fsdp_skill.search.snippets import Block, code_block, markdown_blocks
@@ -24,7 +24,7 @@ from fsdp_skill.search.vocabulary import vocabulary
 
 @dataclass
 class Document:
-    kind: str  # section | api | example | pattern
+    kind: str  # section | api | example | pattern | skill
     id: str
     title: str
     symbol: str | None
@@ -37,10 +37,13 @@ class Document:
     body: str = ""  # the full text, code included
     payload: dict = field(default_factory=dict)  # the catalog record, for get_api / get_example / …
     anchors: str = ""  # what other documents say about this API (search/anchors.py), lower weight
+    params: str = ""  # an API entry's parameters: names, their parts, descriptions (below the summary)
+    messages: str = ""  # the error and warning messages torch raises in it, or that a pitfall quotes
     prior: float = 1.0  # OUTPUT_PRIOR for a section of bare command output, else 1
 
-    def fts_row(self) -> tuple[str, str, str, str, str, str]:
-        """Column values for docs_fts: title, symbol, keys (+ parts of title and names), body, body parts, anchors."""
+    def fts_row(self) -> tuple[str, ...]:
+        """Column values for docs_fts: title, symbol, keys (+ parts of title and names), body, body parts,
+        anchors, params (+ their parts), messages."""
         head = f"{self.title} {self.symbol_text}"
         return (
             self.title,
@@ -49,6 +52,8 @@ class Document:
             self.body,
             body_identifier_parts(self.body),
             self.anchors,
+            self.params + " " + body_identifier_parts(self.params) if self.params else "",
+            self.messages,
         )
 
     def blocks_json(self) -> str:
@@ -143,8 +148,7 @@ def _section_document(section: Section) -> Document:
 def _api_text_blocks(entry: ApiEntry) -> list[Block]:
     blocks: list[Block] = []
     if entry.deprecation:
-        replacement = f" Use `{entry.deprecation.replacement}` instead." if entry.deprecation.replacement else ""
-        blocks.append(("text", f"Deprecated: {entry.deprecation.message}{replacement}"))
+        blocks.append(("text", f"Deprecated: {entry.deprecation.text(quote='`')}"))
     if entry.signature:
         blocks.append(code_block(entry.signature))
     if entry.summary:
@@ -159,18 +163,25 @@ def _api_text_blocks(entry: ApiEntry) -> list[Block]:
             described[0] = (kind, text[len(entry.summary) :].lstrip())
         blocks.extend(block for block in described if block[1].strip())
     if entry.parameters:
-        params = "; ".join(
-            f"`{p.name}`"
-            + (f" ({p.type})" if p.type else "")
-            + (f": {p.description.rstrip('.')}" if p.description else "")
-            for p in entry.parameters
-        )
-        blocks.append(("text", f"Parameters: {params}"))
+        blocks.append(("text", f"{PARAMETERS_LEAD}{parameter_text(entry)}"))
     if entry.returns:
         blocks.append(("text", f"Returns: {entry.returns}"))
     for note in entry.notes:
         blocks.extend(markdown_blocks(note))
     return blocks
+
+
+PARAMETERS_LEAD = "Parameters: "
+
+
+def parameter_text(entry: ApiEntry) -> str:
+    """`name` (type): description; … for each parameter: the snippet line, and the entry's params field."""
+    return "; ".join(
+        f"`{p.name}`"
+        + (f" ({p.type})" if p.type else "")
+        + (f": {p.description.rstrip('.')}" if p.description else "")
+        for p in entry.parameters
+    )
 
 
 def _same_text(a: str, b: str) -> bool:
@@ -179,6 +190,8 @@ def _same_text(a: str, b: str) -> bool:
 
 def _api_document(entry: ApiEntry, anchors: list[str]) -> Document:
     blocks = _api_text_blocks(entry)
+    # The parameters stay in the body too, and their own field (weight 0.5, index.COLUMN_WEIGHTS) adds a
+    # little for a question that names a parameter or says what it does.
     body = "\n\n".join(text for _, text in blocks)
     return Document(
         kind="api",
@@ -194,6 +207,8 @@ def _api_document(entry: ApiEntry, anchors: list[str]) -> Document:
         body=body,
         payload=entry.model_dump(mode="json"),
         anchors="\n".join(anchors),
+        params=parameter_text(entry),
+        messages="\n".join(entry.messages),
     )
 
 
@@ -239,6 +254,28 @@ def _pattern_document(pattern: Pattern, root: Path) -> Document:
         keys=" ".join(pattern.tags),
         body=prose + "\n\n" + " ".join(code_words),
         payload=pattern.model_dump(mode="json"),
+    )
+
+
+def _skill_document(doc: SkillDoc) -> Document:
+    """A pitfall, decision table, recipe or tuning section: its text as the body, the claim checks it
+    links (claims and docstrings: the behaviour in other words, the errors they provoke) at the anchors'
+    weight, below the page's own words."""
+    blocks = markdown_blocks(doc.markdown)
+    return Document(
+        kind="skill",
+        id=doc.id,
+        title=doc.title,
+        symbol=None,
+        reference=doc.file,
+        anchor=doc.anchor,
+        url=None,
+        blocks=blocks,
+        keys=doc.section,
+        body="\n\n".join(text for _, text in blocks),
+        payload=doc.model_dump(mode="json"),
+        anchors=doc.check_text,
+        messages="\n".join(doc.messages),
     )
 
 
@@ -320,6 +357,7 @@ def catalog_documents(catalog: Catalog, root: Path) -> list[Document]:
     docs.extend(_api_document(entry, anchors.get(entry.qualified_name, [])) for entry in catalog.api)
     docs.extend(_example_document(example, api_by_name) for example in catalog.examples)
     docs.extend(_pattern_document(pattern, root) for pattern in catalog.patterns)
+    docs.extend(_skill_document(doc) for doc in catalog.skill)
     return docs
 
 

@@ -44,13 +44,24 @@ if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog
     from fsdp_skill.search.documents import Document
 
-INDEX_SCHEMA = 5  # bump whenever build_index writes different content for the same catalog
+INDEX_SCHEMA = 7  # bump whenever build_index writes different content for the same catalog
 # bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts,
 # anchors (what other documents say about an API: search/anchors.py; below the entry's own words).
 # Measured on dev and dev2 (issue 11): keys at 2 rather than 4 and body parts at 1 rather than 0.5 raised
 # MRR on both sets in both modes (dev2 lexical 0.627 -> 0.642, dev semantic 0.866 -> 0.878, with the
 # pattern keys change); title and names at 12, or anchors at 1 or 2, lowered dev MRR.
-COLUMN_WEIGHTS = (10.0, 10.0, 2.0, 1.0, 1.0, 0.5)
+# params (an API entry's parameter names, their parts and descriptions; also still in the body) came with
+# issue 21. Measured on dev / held-out / dev2 MRR, semantic: at 0.5 0.895 / 0.920 / 0.710, lexical 0.838 /
+# 0.851 / 0.647; with the parameters out of the body and the field at 1.0, 0.896 / 0.920 / 0.697 and 0.834 /
+# 0.851 / 0.641; at 1.5 or 2.0 dev fell (semantic 0.891, lexical 0.824). The messages column (the errors
+# torch raises in an entry or that a pitfall quotes: build/torch_messages.py) has weight 0: see WORD_COLUMNS.
+COLUMN_WEIGHTS = (10.0, 10.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.0)
+# The columns a query's words are matched in. The messages column is left out of it: its words ("must",
+# "process group", "expected") are in every message, so as bag-of-words evidence it lifted entries with
+# many messages for ordinary questions (dev semantic MRR 0.903 -> 0.890); it is matched by runs of words
+# instead (`message_matches`, ranking.add_message_matches).
+WORD_COLUMNS = "{title symbol keys body body_parts anchors params}"
+MESSAGE_WEIGHTS = "0, 0, 0, 0, 0, 0, 0, 1"
 
 _SCHEMA = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -71,7 +82,7 @@ CREATE INDEX anchors_reference ON anchors(reference, anchor);
 CREATE TABLE vectors(rowid INTEGER PRIMARY KEY, text_sha256 TEXT NOT NULL, vector BLOB NOT NULL);
 -- Contentless: snippets come from docs.blocks, so FTS keeps only the inverted index (half the size).
 CREATE VIRTUAL TABLE docs_fts USING fts5(
-    title, symbol, keys, body, body_parts, anchors,
+    title, symbol, keys, body, body_parts, anchors, params, messages,
     content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
 INSERT INTO docs_fts(docs_fts, rank) VALUES('rank', 'bm25({", ".join(map(str, COLUMN_WEIGHTS))})');
 """
@@ -183,7 +194,8 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
             ),
         )
         conn.execute(
-            "INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts, anchors) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO docs_fts(rowid, title, symbol, keys, body, body_parts, anchors, params, messages) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rowid, *doc.fts_row()),
         )
 
@@ -360,6 +372,14 @@ class DocsIndex:
             return {rowid: -rank for rowid, rank in rows}
         keys = self._doc_keys
         return {rowid: -rank for rowid, rank in rows if keys[rowid][0] == kind}
+
+    def message_matches(self, match: str, kind: str | None = None) -> dict[int, float]:
+        """bm25 of the messages column alone (positive, higher is better) for a messages-column expression."""
+        rows = self._all(
+            f"SELECT rowid, bm25(docs_fts, {MESSAGE_WEIGHTS}) FROM docs_fts WHERE docs_fts MATCH ?", (match,)
+        )
+        keys = self._doc_keys
+        return {rowid: -score for rowid, score in rows if kind is None or keys[rowid][0] == kind}
 
     def candidates(self, match: str, kind: str | None, limit: int) -> list[tuple[int, float]]:
         """The `limit` best (rowid, bm25) for a MATCH expression, best first; equal scores by rowid."""

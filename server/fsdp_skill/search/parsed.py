@@ -18,7 +18,8 @@ class ParsedQuery:
     alias_symbols: list[str] = field(default_factory=list)  # qualified names named by abbreviations
     highlight: list[str] = field(default_factory=list)  # lowercase strings to look for in snippets
     scopes: list[str] = field(default_factory=list)  # vocabulary scopes the query names
-    content_words: int = 0  # words left after stop words: how specific the query is
+    content_words: int = 0  # words left after stop words (words of another script included): how specific
+    other_words: int = 0  # words in a script other than Latin (query.foreign_words): only embeddings read them
     glued: list[str] = field(default_factory=list)  # adjacent prose words joined: "distributetensor"
     # Lowercase words the user wrote as prose (no identifiers, no hyphenated compounds), with their
     # synonyms: what "the question spells an API name in words" is checked against.
@@ -28,6 +29,17 @@ class ParsedQuery:
     # Neighbouring words of the query as typed (stop words dropped, lowercase [a-z0-9_] runs, the way the
     # FTS tokenizer splits): "split the world into groups" → (split, world), (world, groups).
     pairs: list[tuple[str, str]] = field(default_factory=list)
+    # Every run of query.PHRASE_WORDS consecutive words as typed (stop words kept): a pasted error message
+    # shares runs of words with the message torch raises, a question almost never does.
+    phrases: list[tuple[str, ...]] = field(default_factory=list)
+
+    @property
+    def lexical_share(self) -> float:
+        """The share of the query's content words the lexical side can read (Latin words and names): 1 for
+        an English question, less for Russian or Japanese around API names, 0 with no Latin word."""
+        if not self.content_words:
+            return 1.0
+        return 1.0 - self.other_words / self.content_words
 
     @property
     def lexical(self) -> bool:
@@ -37,6 +49,10 @@ class ParsedQuery:
     def match_expression(self) -> str:
         """The FTS5 MATCH string: every term quoted, OR-ed. Terms are [a-z0-9_] only."""
         return " OR ".join(f'"{term}"' for term in self.terms)
+
+    def message_expression(self) -> str:
+        """The FTS5 MATCH string of the query's runs of words, as phrases, in the messages column only."""
+        return "messages : (" + " OR ".join('"' + " ".join(run) + '"' for run in self.phrases) + ")"
 
     def proximity_expression(self, distance: int) -> str:
         """The FTS5 MATCH string of the word pairs found near each other (at most `distance` tokens

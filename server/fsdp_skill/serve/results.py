@@ -47,13 +47,19 @@ class Deprecation(BaseModel):
 
 class SearchResult(BaseModel):
     id: str = Field(
-        description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', or pattern name."
+        description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', pattern name, "
+        "or a part of the skill's own pages 'SKILL.md#pitfall-3' / 'assets/tuning.md#anchor'."
     )
     kind: DocumentKind
     title: str
     symbol: str | None = Field(description="Qualified API name this result documents, if any.")
-    reference: str | None = Field(description="File under references/ (or the pattern's file) holding it.")
-    anchor: str | None = Field(description="Anchor in that file; pass it as read_reference(section=...).")
+    reference: str | None = Field(
+        description="File under references/ holding it (a pattern's or skill page's file: relative to the skill root)."
+    )
+    anchor: str | None = Field(
+        description="Anchor in that file; pass it as read_reference(section=...) (a skill page: the part's id, "
+        "e.g. pitfall-3; the snippet holds its text)."
+    )
     url: str | None = Field(description="The upstream docs page for it.")
     snippet: str = Field(
         description="At most ~400 characters of whole markdown blocks; code blocks are never left open."
@@ -71,6 +77,10 @@ class SearchResponse(BaseModel):
     torch_version: str
     mode: str  # "semantic" (lexical fused with multilingual embeddings) or "lexical"
     results: list[SearchResult]
+    note: str | None = Field(
+        None, description="In lexical mode, for a query with words in another script: they were not matched, "
+        "and how to enable the semantic side."
+    )
 
 
 class ApiListPage(BaseModel):

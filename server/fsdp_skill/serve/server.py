@@ -25,11 +25,13 @@ from fsdp_skill import __version__
 from fsdp_skill.core.errors import FsdpSkillError
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.vocabulary import DocumentKind, StatusFilter
+from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
 from fsdp_skill.serve.history import ApiHistoryResult, HistoryArea, WhatChangedResult
 from fsdp_skill.serve.http import idle_timeout_s, listen, serve_http
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
+from fsdp_skill.serve.query_log import QueryLog
 from fsdp_skill.serve.results import (
     ApiEntryResult,
     ApiListPage,
@@ -70,7 +72,7 @@ def _answer(call: Callable[[], T]) -> T:
 
 
 def build_server(root: Path | None = None, allow_run: bool = False, index: DocsIndex | None = None,
-                 runs: RunSlots | None = None) -> MCPServer:
+                 runs: RunSlots | None = None, log_queries: Path | None = None) -> MCPServer:
     root = (root or repo_root()).resolve()
     box = Toolbox(index or open_index(root), root, runs)
     server = DocsServer(
@@ -80,6 +82,8 @@ def build_server(root: Path | None = None, allow_run: bool = False, index: DocsI
         log_level="WARNING",
         instructions=INSTRUCTIONS.format(torch_version=box.index.torch_version, search_mode=box.index.search_mode),
     )
+    if log_queries is not None:
+        server.query_log = QueryLog(log_queries)
     _add_reading_tools(server, box)
     _add_history_tools(server, box)
     _add_example_tools(server, box)
@@ -101,12 +105,15 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
         limit: Annotated[int, Field(description=f"How many results, 1 to {MAX_LIMIT}.")] = 5,
         kind: Annotated[DocumentKind | None, Field(description="Only this kind of result; omit for all.")] = None,
     ) -> SearchResponse:
-        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns).
+        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns, and
+        the skill's own checked advice: SKILL.md pitfalls, decision tables and core recipe, tuning sections).
 
-        Understands API names whole or in parts (all_reduce, MixedPrecisionPolicy, TORCH_DISTRIBUTED_DEBUG)
-        and aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO). Each result has a short snippet; follow up
-        with get_api(symbol) for an API entry, read_reference(reference, section=anchor) for a section,
-        get_example(id) or get_pattern(id).
+        Understands API names whole or in parts (all_reduce, MixedPrecisionPolicy, TORCH_DISTRIBUTED_DEBUG),
+        aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO), parameter names, pasted error messages, and
+        questions in other languages (Russian, Japanese) when the semantic side is installed. kind: section,
+        api, example, pattern or skill. Each result has a short snippet; follow up with get_api(symbol) for
+        an API entry, read_reference(reference, section=anchor) for a section, get_example(id) or
+        get_pattern(id); a skill result names its place in SKILL.md or assets/tuning.md.
         """
         return _answer(lambda: box.search_docs(query, limit, kind))
 
@@ -341,7 +348,8 @@ def cli_serve(args: argparse.Namespace) -> int:
     # never does), so a server starts as fast as in lexical mode; a background load measured slower
     # (it competes with the start for the interpreter).
     runs = RunSlots(args.max_runs, args.max_ranks)
-    server = build_server(allow_run=args.allow_run, runs=runs)
+    log_queries = getattr(args, "log_queries", None)
+    server = build_server(allow_run=args.allow_run, runs=runs, log_queries=Path(log_queries) if log_queries else None)
     server_mode = mode_of(server)
     # SIGTERM (how clients and supervisors stop a server) exits through the `finally` below, not around it.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -356,7 +364,24 @@ def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
+def lexical_note(server_mode: str) -> str | None:
+    """The one stderr line a server in lexical mode starts with: what it cannot answer, and how to change that."""
+    if not server_mode.startswith("lexical"):
+        return None
+    if semantic.disabled_by_environment():
+        enable = "unset FSDP_SKILL_SEMANTIC to use the semantic side"
+    elif not semantic.installed():
+        enable = semantic.ENABLE_HINT
+    else:
+        enable = "run `fsdp-skill regenerate` in a checkout to store the document vectors"
+    return (f"fsdp-skill serve: search mode {server_mode}: a question with no English words or API names (Russian, "
+            f"Japanese, ...) finds nothing; {enable}")
+
+
 def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> None:
+    note = lexical_note(server_mode)
+    if note:  # once, at startup, on stdio too: clients log a server's stderr
+        print(note, file=sys.stderr, flush=True)
     if args.http:
         idle_s = idle_timeout_s(args.session_idle_timeout)
         sock = listen(args.host, args.port)

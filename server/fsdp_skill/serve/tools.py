@@ -7,6 +7,7 @@ the server turns it into an MCP ToolError for the model, the CLI prints it as on
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
@@ -14,6 +15,7 @@ from fsdp_skill.core.limits import capped_name
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
 from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
+from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
 from fsdp_skill.search.ranking import search
@@ -99,6 +101,20 @@ def closest_api_names(query: str, qualified_names: list[str], n: int = 6) -> lis
     return [name for _, name in scored[:n]]
 
 
+def lexical_note(query: str) -> str | None:
+    """For a lexical-mode search: the words of the query in a script other than Latin were not matched (the
+    index holds English text and API names), and how to enable the semantic side that would match them."""
+    foreign = [word for word in query.split()
+               if any(c.isalpha() and not unicodedata.name(c, "LATIN").startswith("LATIN") for c in word)]
+    if not foreign:
+        return None
+    shown = " ".join(foreign)
+    enable = ("unset FSDP_SKILL_SEMANTIC (the semantic side is switched off)" if semantic.disabled_by_environment()
+              else semantic.ENABLE_HINT)
+    return (f"lexical mode: {clip(shown, 60)!r} matched nothing (the lexical index holds English words and API "
+            f"names); {enable}")
+
+
 class Toolbox:
     def __init__(self, index: DocsIndex, root: Path | None = None, runs: RunSlots | None = None) -> None:
         self.index = index
@@ -143,7 +159,8 @@ class Toolbox:
             for h in hits
         ]
         mode = "semantic" if self.index.semantic_available else "lexical"
-        return SearchResponse(query=query, torch_version=self.index.torch_version, mode=mode, results=results)
+        return SearchResponse(query=query, torch_version=self.index.torch_version, mode=mode, results=results,
+                              note=lexical_note(query) if mode == "lexical" else None)
 
     # ------------------------------------------------------------------ API entries
 

@@ -424,7 +424,7 @@ def _progress(enabled: bool) -> Progress:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),  # a file path, never markup
         console=console,
         transient=True,
         # A progress bar is only drawn on a terminal; logs and pipes get the summary line alone.

@@ -18,6 +18,7 @@ from typing import Any
 from fsdp_skill.core.atomic import unwritable_reason
 from fsdp_skill.core.errors import UserError  # stdlib only, like core.paths
 from fsdp_skill.core.paths import repo_root, writable_root
+from fsdp_skill.core.streams import stdout_closed
 from fsdp_skill.core.vocabulary import EXAMPLE_STATUSES, MUTANT_STATUSES, PATTERN_STATUSES
 
 from . import page_run
@@ -254,6 +255,7 @@ def print_table(results: list[Result], label: str = "example") -> None:
     try:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         print(_plain_table(results, label))
         return
@@ -264,9 +266,9 @@ def print_table(results: list[Result], label: str = "example") -> None:
         note = r.get("reason") or ""
         if r.get("warnings"):
             note = (note + "\n" if note else "") + "warns: " + "; ".join(r["warnings"])
-        style = _STATUS_STYLE.get(r["status"])
-        status = f"[{style}]{r['status']}[/]" if style else r["status"]
-        table.add_row(r["name"], str(r["world_size"]), status, f"{r['seconds']:.2f}", note)
+        # Text, not str: rich reads a str as markup, and a reason quoting `x[0]` or `[rank1]:` would lose it.
+        status = Text(r["status"], style=_STATUS_STYLE.get(r["status"], ""))
+        table.add_row(Text(r["name"]), str(r["world_size"]), status, f"{r['seconds']:.2f}", Text(note))
     Console().print(table)
 
 
@@ -448,9 +450,11 @@ def _check_report_paths(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
-    args = build_parser(prog).parse_args(argv)
     try:
+        args = build_parser(prog).parse_args(argv)
         return cli_verify(args)
     except KeyboardInterrupt:
         print("verify: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `verify_examples.py ... | head`: the reader left; stop quietly
+        return stdout_closed()

@@ -24,11 +24,14 @@ from fsdp_skill.core.atomic import write_atomic  # stdlib only
 from fsdp_skill.core.errors import UserError  # stdlib only
 from fsdp_skill.core.paths import repo_root  # stdlib only
 from fsdp_skill.core.quoting import table_cell  # stdlib only
+from fsdp_skill.core.vocabulary import MUTANT_STATUSES  # stdlib only
 
 from .report import dumps_json, for_commit, row_key
 
 PARTS = ("claims", "patterns", "examples")
 STATUS_ORDER = ("passed", "passed-with-stand-ins", "doc-bug", "checked", "skipped", "failed")
+# Mutant rows listed defects first: a survivor means the check does not test its claim on this machine.
+MUTANT_ORDER = ("survived", "failed", "killed", "skipped")
 
 
 class NcclReportError(UserError, ValueError):
@@ -77,6 +80,8 @@ def combine(folder: Path, date: str | None = None, notes: list[str] | None = Non
 
 
 def _kind(name: str) -> str:
+    if name.startswith("mutant:"):
+        return "mutants"
     if name.startswith("claim:"):
         return "claim checks"
     if name.startswith("pattern:"):
@@ -116,18 +121,50 @@ def render_markdown(report: dict[str, Any]) -> str:
     for kind in ("docstring examples", "page code", "patterns", "claim checks"):
         tally = by_kind.get(kind, Counter())
         lines.append(f"| {kind} | " + " | ".join(str(tally[s]) for s in STATUS_ORDER) + f" | {sum(tally.values())} |")
+    mutants = [r for r in report["results"] if _kind(r["name"]) == "mutants"]
+    lines += _mutant_summary(mutants)
     missing = {part: why for part, why in report.get("parts", {}).items() if why.startswith("missing")}
     for part, why in missing.items():
         lines.append(f"\n{part}: {why}")
     if report.get("notes"):
         lines += ["", "## Changed after this run", ""] + [f"- {note}" for note in report["notes"]]
-    ran = [r for r in report["results"] if r["status"] != "checked" and not _fitted_skip(r)]
+    ran = [r for r in report["results"]
+           if r["status"] != "checked" and not _fitted_skip(r) and _kind(r["name"]) != "mutants"]
     lines += ["", "## Rows that ran or were skipped for a reason of their own", "",
               "(Statically checked rows, and rows skipped only because they need more ranks than GPUs, are in the "
               "JSON.)", "", "| name | ranks | status | reason |", "|---|---|---|---|"]
     for row in ran:
         lines.append(f"| `{row['name']}` | {row['world_size']} | {row['status']} | {table_cell(row.get('reason'))} |")
+    lines += _mutant_rows(mutants)
     return "\n".join(lines) + "\n"
+
+
+def _mutant_summary(mutants: list[dict[str, Any]]) -> list[str]:
+    """The mutants' tally under the summary table (none: nothing), and what a survivor means."""
+    if not mutants:
+        return []
+    tally = Counter(r["status"] for r in mutants)
+    lines = ["", "| mutants | " + " | ".join(MUTANT_STATUSES) + " | total |",
+             "|---|" + "---|" * (len(MUTANT_STATUSES) + 1),
+             "| claim checks | " + " | ".join(str(tally[s]) for s in MUTANT_STATUSES) + f" | {len(mutants)} |"]
+    if tally["survived"]:
+        lines.append(f"\n**{tally['survived']} survived**: on this machine those checks pass with their claim made "
+                     "false, so they do not test it here: fix the check, never the mutant")
+    return lines
+
+
+def _mutant_rows(mutants: list[dict[str, Any]]) -> list[str]:
+    """Every mutant row, survivors and broken mutants first, then killed, then skipped; by name within each."""
+    if not mutants:
+        return []
+    rank = {status: index for index, status in enumerate(MUTANT_ORDER)}
+    ordered = sorted(mutants, key=lambda r: (rank.get(r["status"], len(rank)), r["name"]))
+    lines = ["", "## Mutants", "", "Each claim check's mutant (its claim made false) ran on a scratch copy exactly as "
+             "the check runs; it must fail (**killed**).", "", "| mutant | status | reason |", "|---|---|---|"]
+    for row in ordered:
+        name = row["name"].removeprefix("mutant:")
+        lines.append(f"| `{name}` | {row['status']} | {table_cell(row.get('reason'))} |")
+    return lines
 
 
 def _fitted_skip(row: dict[str, Any]) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from dataclasses import dataclass
 
 from .examples import ExampleSpec
@@ -19,6 +20,8 @@ from .rewrite import analyze
 # More ranks than this on one machine are not spawned (each is a full Python process with torch loaded).
 MAX_LOCAL_RANKS = 8
 _KNOWN_REQUIREMENTS = {"cuda", "multi-gpu", "numpy", "rpc", "gloo", "nccl"}
+# An operating-system requirement (xdoctest's +REQUIRES(LINUX)), e.g. "platform:linux": sys.platform's prefix.
+_PLATFORM = "platform:"
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,13 @@ def _machine_reason(spec: ExampleSpec, backend: str, world_size: int, caps: Capa
         return rpc_workers + _upstream(spec)
     if "numpy" in spec.requires and not caps.numpy_available:
         return "needs numpy: object collectives unpickle through tensor.numpy(); `pip install numpy` to run it"
-    missing = sorted(r for r in set(spec.requires) - _KNOWN_REQUIREMENTS if not _importable(r))
+    platforms = sorted(r.removeprefix(_PLATFORM) for r in spec.requires if r.startswith(_PLATFORM))
+    if platforms and not any(sys.platform.startswith(name) for name in platforms):
+        wanted = " or ".join(platforms)
+        return f"needs {wanted}: the upstream example is marked +REQUIRES for it (this is {sys.platform})"
+    missing = sorted(
+        r for r in set(spec.requires) - _KNOWN_REQUIREMENTS if not r.startswith(_PLATFORM) and not _importable(r)
+    )
     if missing:
         return f"needs {', '.join(missing)}: not installed here (`pip install {' '.join(missing)}` to run it)"
     if not symbol_exists(spec.symbol):

@@ -1,0 +1,90 @@
+"""
+name: mha-out-proj-bias
+claim: nn.MultiheadAttention's init zeroes out_proj.bias, but a loop over model.modules() that runs MultiheadAttention._reset_parameters and then every reset_parameters redraws it (out_proj, a Linear, comes after its parent); init_weights (children first) leaves it zero, as the eager module does.
+backs: pitfalls
+world_size: 2
+mutant: children-first-loop: `for m in model.modules():  # parents first` -> `for m in reversed(list(model.modules())):  # parents first`
+mutant: pre-order: `for child in m.children():` -> `for child in ():`; `    visit(model)` -> `    [visit(m) for m in model.modules()]`
+
+An eager `nn.MultiheadAttention` has `out_proj.bias == 0` (`_reset_parameters` zeroes it
+after `out_proj`, a Linear, was built with Linear's init). After meta + fully_shard +
+to_empty, the loop SKILL.md's recipe used before (`_reset_parameters` for
+MultiheadAttention, else `reset_parameters`, over `model.modules()`: parents first) visits
+`out_proj` after its parent and redraws the bias with Linear's init: non-zero. SKILL.md's
+`init_weights` (verbatim) visits children first, as `__init__` builds them: zero.
+"""
+
+import torch
+import torch.nn as nn
+from _dist import init, say, shutdown
+from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import distribute_tensor
+
+DIM, HEADS = 16, 2
+
+
+def init_weights(model: nn.Module, seed: int = 0) -> None:
+    """After fully_shard + to_empty: each module's init on full tensors, one seed; each rank keeps its slice."""
+    torch.manual_seed(seed)  # the same seed on every rank
+    done: set[int] = set()  # tied weights keep their first owner's init
+
+    def visit(m: nn.Module) -> None:  # children first, as __init__ builds them
+        for child in m.children():
+            visit(child)
+        own = dict(m.named_parameters(recurse=False))
+        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)
+        if own and not init:
+            raise TypeError(f"{type(m).__name__} has parameters but no reset_parameters()")
+        full = {n: torch.empty(p.shape, dtype=p.dtype, device=p.device) for n, p in own.items()}
+        if init:
+            m._parameters.update(full)  # init full plain tensors, then put the shards back
+            init()
+            m._parameters.update(own)
+        with torch.no_grad():
+            for n, p in own.items():
+                if id(p) not in done:
+                    done.add(id(p))  # this rank's slice, no communication
+                    p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))
+        if hasattr(m, "init_buffers"):
+            m.init_buffers()  # tables computed in __init__ (RoPE) were on meta
+
+    visit(model)
+
+
+class Attn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(DIM, HEADS, batch_first=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+def sharded() -> nn.Module:
+    with torch.device("meta"):
+        model = Attn()
+    fully_shard(model)
+    model.to_empty(device=device)
+    return model
+
+
+device = init()
+assert torch.count_nonzero(Attn().attn.out_proj.bias) == 0, "eager out_proj.bias is not zero"
+
+model = sharded()
+torch.manual_seed(0)
+for m in model.modules():  # parents first
+    if isinstance(m, nn.MultiheadAttention):
+        m._reset_parameters()
+    elif hasattr(m, "reset_parameters"):
+        m.reset_parameters()
+bias = model.attn.out_proj.bias.full_tensor()
+assert torch.count_nonzero(bias) == bias.numel(), f"the parents-first loop left out_proj.bias {bias}"
+say(f"parents-first loop: out_proj.bias redrawn by Linear's init (max |b| {bias.abs().max():.3f})")
+
+model = sharded()
+init_weights(model)
+bias = model.attn.out_proj.bias.full_tensor()
+assert torch.count_nonzero(bias) == 0, f"init_weights left out_proj.bias {bias}"
+say("init_weights (children first): out_proj.bias zero, as in the eager module")
+shutdown()
