@@ -95,3 +95,15 @@ def test_a_missing_wrong_or_misplaced_min_torch_is_reported_with_the_fix() -> No
 def test_a_min_torch_that_is_not_major_minor_is_a_header_error() -> None:
     with pytest.raises(PatternHeaderError, match="major.minor"):
         parse_header(Path("demo.py"), HEADER.format(min_torch="min_torch: 2.7.1\n"))
+
+
+def test_rewriting_the_min_torch_line_does_not_make_the_mutant_report_stale(tmp_path: Path) -> None:
+    from fsdp_skill.verify.mutants import source_sha256
+
+    text = HEADER.format(min_torch="min_torch: 2.7\n")
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    first.write_text(text)
+    second.write_text(text.replace("min_torch: 2.7", "min_torch: 2.6"))
+    assert source_sha256(first) == source_sha256(second)
+    second.write_text(text.replace("shard_placement_fn=None", "shard_placement_fn=0"))
+    assert source_sha256(first) != source_sha256(second)
