@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 PATTERN = '''"""
 name: tiny-demo
+min_torch: 2.12
 title: A tiny demo
 world_size: 2
 requires:
@@ -26,6 +27,14 @@ Shows nothing, quickly.
 """
 print("hello")
 '''
+
+# The API timeline validate checks min_torch against: two releases, all_gather_single only in the newer one.
+HISTORY = """{"pinned": "2.13.0", "releases": ["2.12.1", "2.13.0"], "schema_version": 1,
+"names": {
+"torch.distributed": {"kind": "module", "versions": ["2.12.1", "2.13.0"]},
+"torch.distributed.all_gather_single": {"kind": "function", "versions": ["2.13.0"]}
+}}
+"""
 
 FRONTMATTER = """---
 name: pytorch-fsdp
@@ -78,6 +87,7 @@ def skill(tmp_path: Path) -> Path:
     (tmp_path / "SKILL.md").write_text(FRONTMATTER + BODY)
     (tmp_path / "references" / "topic.md").write_text(TOPIC)
     (tmp_path / "assets" / "patterns" / "tiny_demo.py").write_text(PATTERN)
+    (tmp_path / "references" / "api-history.json").write_text(HISTORY)
     return tmp_path
 
 
@@ -201,6 +211,16 @@ def test_anchors_are_github_slugs_deduplicated_plus_html_ids() -> None:
     }
 
 
+def test_a_pattern_whose_min_torch_disagrees_with_the_api_timeline_is_reported(skill: Path) -> None:
+    pattern = skill / "assets" / "patterns" / "tiny_demo.py"
+    _edit(pattern, 'print("hello")', 'import torch.distributed as dist\ndist.all_gather_single(out, inp)')
+    problems = [p for p in _problems(skill) if "min_torch" in p]
+    assert problems == ["assets/patterns/tiny_demo.py:3: min_torch: 2.12 but the API timeline gives 2.13 "
+                        "(torch.distributed.all_gather_single needs 2.13): write 'min_torch: 2.13'"]
+    _edit(pattern, "min_torch: 2.12", "min_torch: 2.13")
+    assert [p for p in _problems(skill) if "min_torch" in p] == []
+
+
 def test_a_python_block_that_does_not_parse_is_reported_at_the_bad_line(skill: Path) -> None:
     _edit(skill / "SKILL.md", "print(torch.__version__)", "print(torch.__version__")
     line = _line_of(skill / "SKILL.md", "print(torch.__version__")
@@ -211,18 +231,19 @@ def test_a_python_block_that_does_not_parse_is_reported_at_the_bad_line(skill: P
 def test_a_pattern_that_does_not_parse_is_reported(skill: Path) -> None:
     _edit(skill / "assets" / "patterns" / "tiny_demo.py", 'print("hello")', 'print("hello"')
     [problem] = _problems(skill)
-    assert problem.startswith("assets/patterns/tiny_demo.py:10: does not parse")
+    assert problem.startswith("assets/patterns/tiny_demo.py:11: does not parse")
 
 
 def test_a_shell_template_with_a_syntax_error_is_reported(skill: Path) -> None:
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
     (skill / "assets" / "patterns" / "launch.sh").write_text(
-        "#!/usr/bin/env bash\n# name: launch\n# title: t\n# world_size: 2\n#\n# Launches.\nif true; then\n"
+        "#!/usr/bin/env bash\n# name: launch\n# min_torch: 2.12\n# title: t\n# world_size: 2\n#\n# Launches.\n"
+        "if true; then\n"
     )
     _edit(skill / "SKILL.md", "| nothing |", "| nothing |\n| [`launch`](assets/patterns/launch.sh) | launch |")
     [problem] = _problems(skill)
-    assert problem.startswith("assets/patterns/launch.sh:8: bash -n: ") and "syntax error" in problem
+    assert problem.startswith("assets/patterns/launch.sh:9: bash -n: ") and "syntax error" in problem
 
 
 def test_a_pattern_skill_md_does_not_list_is_reported(skill: Path) -> None:

@@ -1,5 +1,6 @@
 """
 name: cpu-offload
+min_torch: 2.6
 title: CPU offload from the GPU of parameters, gradients and optimizer state with CPUOffloadPolicy (CUDA)
 world_size: 1
 requires: cuda

@@ -1,5 +1,6 @@
 """
 name: debug-hangs
+min_torch: 2.4
 title: Debugging hangs and collective mismatches (TORCH_DISTRIBUTED_DEBUG, monitored_barrier, NCCL_DEBUG, flight recorder)
 world_size: 2
 requires: stated-ranks

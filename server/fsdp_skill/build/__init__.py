@@ -6,4 +6,4 @@ parser the runner shares).
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["pipeline", "render"]
+__all__ = ["pattern_torch", "pipeline", "render"]

@@ -162,7 +162,7 @@ def _section(changes: Changes) -> list[str]:
     for key, heading in _HEADINGS:
         items = getattr(changes, key)
         if items:
-            lines += ["", f"### {heading} ({len(items)})", ""]
+            lines += ["", f"### {changes.to_version}: {heading.lower()} ({len(items)})", ""]
             lines += [f"- {change.area}: {_item(change)}" for change in items]
     return lines or ["", "No change in the scope."]
 

@@ -68,6 +68,7 @@ def to_pattern(header: PatternHeader, root: Path) -> Pattern:
         requires=list(header.requires),
         tags=list(header.tags),
         launch=launch_command(header, relative),
+        min_torch=header.min_torch,
     )
 
 

@@ -126,6 +126,10 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         out.api, code_names.code_texts(blocks, out.examples, patterns, root)
     )
     add_drift(out, registry, torch_version, docs_ref, extra=code_names.drift_section(used_names, without_entry))
+    # The API timeline across the releases read (upstream/torch-api/), not the installed torch. versions.md is
+    # not a catalog reference: its hundreds of API names would crowd real sections out of search results (the
+    # what_changed and api_history tools answer from the timeline instead).
+    out.files.update(api_history.history_files(root, torch_version))
 
     catalog = Catalog(
         torch_version=torch_version,
@@ -144,8 +148,6 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         scan = torch_messages.scan_torch(torch_dir)
         torch_messages.attach_messages(catalog.api, catalog.skill, scan.messages, scan.calls)
     out.files[CATALOG_FILE] = dump_catalog(catalog)
-    # The API timeline across the releases read (upstream/torch-api/), not the installed torch.
-    out.files.update(api_history.history_files(root, torch_version))
     problems, covered = problems_and_coverage(out.files, catalog)
     return Output(
         files=out.files,

@@ -10,6 +10,8 @@ Checks, each reported as one `file:line: problem` line:
   `file.md#anchor` to a heading slug (GitHub's rule) or an `<a id>`/`<a name>` of that file.
 - Every ```python block of SKILL.md parses (ast), and so does every pattern; shell templates pass
   `bash -n`; every pattern has a valid metadata header and a unique name.
+- Every pattern's `min_torch:` line (right after `name:`) is the oldest torch the API timeline gives for the
+  names, modules and keyword arguments it uses (build.pattern_torch).
 - Every pattern and claim check declares at least one mutant (`mutant: NAME: `OLD` -> `NEW``) that applies to
   its file and, for Python, still parses (`fsdp_skill.verify.mutants`).
 - SKILL.md lists every pattern, names each by its header name, and names no pattern that is not there.
@@ -38,6 +40,7 @@ from markdown_it.token import Token
 
 from fsdp_skill.build.render import github_slug, plain_text
 from fsdp_skill.cli.validate_claims import check_pitfall_links
+from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
 from fsdp_skill.core.scratch import LEFTOVER_ADVICE, data_leftovers
@@ -341,6 +344,8 @@ def check_pattern_files(root: Path, report: Report) -> tuple[dict[str, PatternHe
             )
             continue
         headers[header.name] = header
+        for at, problem in min_torch_problems(root, path, header):
+            report.add(file, at, problem)
         for at, problem in mutant_problems(path):  # a pattern that could not fail shows nothing
             report.add(file, at, problem)
         if header.kind == "shell" and bash:
@@ -350,6 +355,18 @@ def check_pattern_files(root: Path, report: Report) -> tuple[dict[str, PatternHe
                 line = re.search(r"line (\d+)", message)
                 report.add(file, int(line.group(1)) if line else 1, f"bash -n: {message}")
     return headers, unreadable
+
+
+def min_torch_problems(root: Path, path: Path, header: PatternHeader) -> list[tuple[int, str]]:
+    """The pattern's `min_torch:` line against the API timeline (references/api-history.json)."""
+    from fsdp_skill.build.pattern_torch import header_problems
+    from fsdp_skill.core.api_history import HISTORY_FILE, load_history
+
+    try:
+        history = load_history(references_dir(root) / HISTORY_FILE)
+    except UserError as exc:
+        return [(header.key_lines.get("name", 1), f"min_torch cannot be checked: {exc}")]
+    return header_problems(path.read_text(encoding="utf-8"), header, history)
 
 
 def check_pattern_mentions(

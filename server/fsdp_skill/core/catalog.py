@@ -196,6 +196,8 @@ class Pattern(_Model):
     requires: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     launch: str = Field(default="", description="The torchrun command line that runs it.")
+    min_torch: str | None = Field(default=None, description="The oldest torch (major.minor) it runs on, from the "
+                                  "API timeline (its header's min_torch line).")
 
 
 class SkillDoc(_Model):

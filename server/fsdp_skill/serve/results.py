@@ -210,6 +210,8 @@ class PatternInfo(BaseModel):
     requires: list[str]
     tags: list[str]
     launch: str
+    min_torch: str | None = Field(default=None, description="The oldest torch (major.minor) it runs on, computed "
+                                  "from the names and arguments it uses across the releases read.")
 
 
 class PatternList(BaseModel):

@@ -168,8 +168,14 @@ def mutant_problems(path: Path) -> list[tuple[int, str]]:
     return problems
 
 
+# A pattern's `min_torch:` header line is derived metadata (the oldest torch the API timeline gives for its code,
+# `build.pattern_torch`): rewriting it changes nothing that runs, so it does not make the report's rows stale.
+_MIN_TORCH_LINE = re.compile(rb"^(?:# )?min_torch:[^\n]*\n", re.MULTILINE)
+
+
 def source_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    """The file's sha256, without its `min_torch:` header line; the report records it per row."""
+    return hashlib.sha256(_MIN_TORCH_LINE.sub(b"", path.read_bytes(), count=1)).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ The header. A Python pattern's module docstring, a shell template's first commen
 `key: value` lines, then a blank line, then prose whose first paragraph is the summary:
 
     name: fsdp2-training              lowercase words joined by hyphens, unique
+    min_torch: 2.6                    the oldest torch it runs on, major.minor, right after `name:`; computed
+                                      from the API timeline by `fsdp-skill validate` (build.pattern_torch)
     title: FSDP2 training loop ...    one line
     world_size: 2                     ranks it is launched with (torchrun --nproc-per-node)
     requires: cuda                    comma-separated, empty when gloo on CPU is enough
@@ -44,7 +46,8 @@ from fsdp_skill.core.paths import patterns_dir
 
 PATTERN_SUFFIXES = (".py", ".sh", ".sbatch")
 REQUIRED_KEYS = ("name", "title", "world_size")
-OPTIONAL_KEYS = ("requires", "tags", "launch")
+OPTIONAL_KEYS = ("min_torch", "requires", "tags", "launch")
+MIN_TORCH_RE = re.compile(r"^\d+\.\d+$")
 # What a pattern may declare it needs; anything else is a typo the header check reports.
 KNOWN_REQUIREMENTS = {
     "cuda": "one CUDA GPU per rank and the nccl backend",
@@ -77,6 +80,7 @@ class PatternHeader:
     requires: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
     launch: str | None = None
+    min_torch: str | None = None  # 'major.minor'
     summary: str = ""
     description: str = ""
     key_lines: dict[str, int] = field(default_factory=dict)  # key -> 1-based line, for error messages
@@ -202,6 +206,10 @@ def parse_header(path: Path, text: str) -> PatternHeader:
         raise PatternHeaderError(path, key_lines["name"], f"name {name!r} must be lowercase words joined by hyphens")
     world_size = parse_world_size(path, values, key_lines)
     requires = parse_requires(path, values, key_lines)
+    min_torch = values.get("min_torch") or None
+    if min_torch is not None and not MIN_TORCH_RE.match(min_torch):
+        raise PatternHeaderError(path, key_lines["min_torch"],
+                                 f"min_torch must be a torch release as major.minor (e.g. 2.6), got {min_torch!r}")
     summary = " ".join(description.split("\n\n", 1)[0].split()) if description else ""
     if not summary:
         raise PatternHeaderError(path, header_end, "no summary: add a paragraph after the header's blank line")
@@ -213,6 +221,7 @@ def parse_header(path: Path, text: str) -> PatternHeader:
         requires=requires,
         tags=_split_list(values.get("tags", "")),
         launch=values.get("launch") or None,
+        min_torch=min_torch,
         summary=summary,
         description=description,
         key_lines=key_lines,
