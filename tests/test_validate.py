@@ -22,10 +22,12 @@ title: A tiny demo
 world_size: 2
 requires:
 tags: demo
+mutant: silent: `print("done")` -> `pass`
 
 Shows nothing, quickly.
 """
 print("hello")
+print("done")
 '''
 
 # The API timeline validate checks min_torch against: two releases, all_gather_single only in the newer one.
@@ -231,19 +233,20 @@ def test_a_python_block_that_does_not_parse_is_reported_at_the_bad_line(skill: P
 def test_a_pattern_that_does_not_parse_is_reported(skill: Path) -> None:
     _edit(skill / "assets" / "patterns" / "tiny_demo.py", 'print("hello")', 'print("hello"')
     [problem] = _problems(skill)
-    assert problem.startswith("assets/patterns/tiny_demo.py:11: does not parse")
+    assert problem.startswith("assets/patterns/tiny_demo.py:12: does not parse")
 
 
 def test_a_shell_template_with_a_syntax_error_is_reported(skill: Path) -> None:
     if shutil.which("bash") is None:
         pytest.skip("bash is not installed")
     (skill / "assets" / "patterns" / "launch.sh").write_text(
-        "#!/usr/bin/env bash\n# name: launch\n# min_torch: 2.12\n# title: t\n# world_size: 2\n#\n# Launches.\n"
+        "#!/usr/bin/env bash\n# name: launch\n# min_torch: 2.12\n# title: t\n# world_size: 2\n"
+        "# mutant: never: `true` -> `false`\n#\n# Launches.\n"
         "if true; then\n"
     )
     _edit(skill / "SKILL.md", "| nothing |", "| nothing |\n| [`launch`](assets/patterns/launch.sh) | launch |")
     [problem] = _problems(skill)
-    assert problem.startswith("assets/patterns/launch.sh:9: bash -n: ") and "syntax error" in problem
+    assert problem.startswith("assets/patterns/launch.sh:10: bash -n: ") and "syntax error" in problem
 
 
 def test_a_pattern_skill_md_does_not_list_is_reported(skill: Path) -> None:
