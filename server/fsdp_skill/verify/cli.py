@@ -254,6 +254,7 @@ def print_table(results: list[Result], label: str = "example") -> None:
     try:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         print(_plain_table(results, label))
         return
@@ -266,7 +267,8 @@ def print_table(results: list[Result], label: str = "example") -> None:
             note = (note + "\n" if note else "") + "warns: " + "; ".join(r["warnings"])
         style = _STATUS_STYLE.get(r["status"])
         status = f"[{style}]{r['status']}[/]" if style else r["status"]
-        table.add_row(r["name"], str(r["world_size"]), status, f"{r['seconds']:.2f}", note)
+        # Text, not markup: a reason may quote "[/__w/.../pair.cc:553]" (gloo), which rich would parse as a tag.
+        table.add_row(Text(r["name"]), str(r["world_size"]), status, f"{r['seconds']:.2f}", Text(note))
     Console().print(table)
 
 
