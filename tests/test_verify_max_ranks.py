@@ -160,3 +160,11 @@ def test_the_server_lists_nccl_rows_beside_gloo_rows_naming_each_torch(tmp_path:
     assert summarize(report.statuses("pattern:a")) == (
         "passed (gloo, 2 ranks, torch 2.13.0); failed (nccl, 1 rank, torch 2.11.0: boom)"
     )
+
+
+def test_a_reason_quoting_a_bracketed_path_prints_as_text_not_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    from fsdp_skill.verify.cli import print_table
+
+    reason = "RuntimeError: [/__w/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed"
+    print_table([{**_row("mutant:claim:x:y", "killed", reason), "world_size": 2}], "mutant")
+    assert "pair.cc:553" in capsys.readouterr().out

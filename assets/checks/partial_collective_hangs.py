@@ -17,8 +17,8 @@ batch pairs its collectives with the next epoch's. The group's default timeout i
 `torch.distributed.constants.default_pg_timeout`, 30 min, for gloo (what init_process_group
 uses: `_get_default_timeout`, torch/distributed/distributed_c10d.py:836); NCCL's default is 10 min
 (`kProcessGroupNCCLDefaultTimeout`, torch/include/torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp:157
-in the installed wheel: GPU-only, not run here). The ranks then meet through the store, not a
-collective, and leave.
+in the installed wheel: GPU-only, not run here). Both defaults are the same in the 2.10.0, 2.11.0,
+2.12.1 and 2.14.1 wheels' headers. The ranks then meet through the store, not a collective, and leave.
 """
 
 import datetime
