@@ -32,6 +32,11 @@ Points that bite:
 - `pin_memory=True` (default) makes the copies asynchronous; pinned memory is page-locked,
   so do not pin more than the host can spare (`CPUOffloadPolicy(pin_memory=False)`).
 
+CPUOffloadPolicy and its `pin_memory=True` default: torch/distributed/fsdp/_fully_shard/
+_fsdp_api.py:183-199 in torch 2.13, the same default in 2.4's torch.distributed._composable.fsdp.
+This pattern runs only on a GPU: the device-to-host copy of reduced gradients it relies on is
+in foreach_reduce (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py, `offload_to_cpu`).
+
 Run: torchrun --standalone --nproc-per-node 1 assets/patterns/cpu_offload.py
 """
 

@@ -68,7 +68,8 @@ def main() -> None:
     rank = dist.get_rank()
     torch.manual_seed(0)
     base = nn.Sequential(*(Block() for _ in range(BLOCKS)))
-    if not torch.accelerator.is_available():  # the default policy pins memory: it needs an accelerator
+    # The default policy pins memory: it needs an accelerator (torch.accelerator: 2.6 on; not in 2.4).
+    if not torch.accelerator.is_available():
         try:
             fully_shard(copy.deepcopy(base), offload_policy=CPUOffloadPolicy())
         except RuntimeError as exc:

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 import shutil
+import sys
 import tempfile
 from typing import Any
 

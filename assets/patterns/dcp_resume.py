@@ -41,8 +41,9 @@ Another world size. DCP reshards on load: a checkpoint written by 2 ranks loads 
 The script trains 10 steps uninterrupted (the reference), then again 5 steps and saves;
 each rank then starts a new Python process (new process group, freshly built model
 with another seed) that loads the checkpoint and trains steps 5..9. Asserted: the resumed
-losses equal the reference's, step for step, exactly. Then 4 new processes (a 4-rank group;
-on CUDA: as many as there are GPUs, or 1) load the same checkpoint. Asserted there: the
+losses equal the reference's, step for step, exactly. Then a 4-rank group (the 2 original
+processes in a new process group with a fresh model, plus 2 new processes; on CUDA: as many
+ranks as there are GPUs, or 1) loads the same checkpoint. Asserted there: the
 loaded model and optimizer state equal, bit for bit, the state saved at step 5 (compared as
 full state dicts), the scheduler's LR and the step are restored, and steps 5..9 train on
 exactly the reference's global batches (the sample indices are compared).
@@ -248,7 +249,7 @@ def resume(path: str, expected: list[float]) -> None:
     leave()
 
 
-def resume_resharded(path: str, expected_batches: list[list[int]]) -> None:
+def resume_resharded(path: str, expected_batches: list[list[int]], exit_after: bool = True) -> None:
     """Runs in each process of a group of another size: load, compare the state, train on the same data."""
     device = init_distributed()
     trainer = Trainer(device, seed=12345)
@@ -265,7 +266,9 @@ def resume_resharded(path: str, expected_batches: list[list[int]]) -> None:
     if dist.get_rank() == 0:
         print(f"loaded at {dist.get_world_size()} ranks: model and optimizer state equal the saved state, LR and "
               f"step restored, steps {STOP}..{TOTAL - 1} train on the reference's global batches", flush=True)
-    leave()
+    if exit_after:
+        leave()
+    dist.destroy_process_group()
 
 
 def free_port() -> int:
@@ -310,26 +313,31 @@ def main() -> None:
     if rank == 0 and code == 0:
         print(f"loss {reference[0]:.4f} -> {reference[-1]:.4f} over {TOTAL} steps, interrupted at {STOP}", flush=True)
 
-    if rank == 0 and code == 0:  # rank 0 starts the group of the other size and waits for it
+    if code == 0:
+        # The group of the other size: these processes are its first ranks (a new process group, a fresh
+        # Trainer: nothing carries over but the checkpoint), and each starts new processes for the rest.
         gpus = torch.cuda.device_count() if device.type == "cuda" else 0
         ranks = RESHARD_RANKS if device.type == "cpu" else (gpus if gpus != world else 1)
+        reshard = dict(RESHARD_FROM=path, MASTER_PORT=str(shared[2]), WORLD_SIZE=str(ranks),
+                       LOCAL_WORLD_SIZE=str(ranks), EXPECTED_BATCHES=json.dumps(uninterrupted.global_batches[STOP:]))
         children = [
-            subprocess.Popen([sys.executable, script], env=child_env(
-                RESHARD_FROM=path, MASTER_PORT=str(shared[2]), EXPECTED_BATCHES=json.dumps(uninterrupted.global_batches[STOP:]),
-                RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(ranks), LOCAL_WORLD_SIZE=str(ranks)))
-            for r in range(ranks)
+            subprocess.Popen([sys.executable, script], env=child_env(**reshard, RANK=str(r), LOCAL_RANK=str(r)))
+            for r in range(rank + world, ranks, world)
         ]
-        codes = []
+        if rank < ranks:
+            os.environ.update(reshard, RANK=str(rank), LOCAL_RANK=str(rank))
+            os.environ.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+            try:
+                resume_resharded(path, uninterrupted.global_batches[STOP:], exit_after=False)
+            except Exception as exc:  # still wait for the children below, then fail
+                print(f"rank {rank} in the {ranks}-rank group: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+                code = 1
         for child in children:
             try:
-                codes.append(child.wait(timeout=300))
+                code = max(code, child.wait(timeout=300))
             except subprocess.TimeoutExpired:
                 child.kill()
-                codes.append(1)
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-        code = max(codes)
+                code = 1
     if rank == 0:
         shutil.rmtree(shared[0], ignore_errors=True)
     sys.stdout.flush()

@@ -34,7 +34,9 @@ This script reproduces such faults on gloo, each caught in seconds:
    `TORCH_FR_BUFFER_SIZE` (older name `TORCH_NCCL_TRACE_BUFFER_SIZE`, read second) sets N, 0
    turns it off (torch/include/torch/csrc/distributed/c10d/FlightRecorder.hpp:110-111; a
    torchcomms group reads the same two, torch/distributed/distributed_c10d.py:2126-2129).
-   Set it explicitly on other releases: only 2.13 was checked here.
+   Earlier releases, by their wheels' FlightRecorder headers: the default is 0 (off) up to
+   2.10 and 2000 from 2.11; `TORCH_FR_BUFFER_SIZE` is read from 2.8, 2.6 and 2.7 read only
+   `TORCH_NCCL_TRACE_BUFFER_SIZE`. So set it (both names, for old releases) before 2.11.
 
 Checklist for a real NCCL hang (set these in the launch environment, before init; the NCCL
 ones cannot be run here, CPU only, and rest on the 2.13 headers cited):
@@ -66,7 +68,7 @@ import sys
 # Both knobs are read before any group exists: DETAIL when torch.distributed is imported and when
 # each group is created, the flight recorder's size when it is first used. Set them before
 # importing torch (normally in the launch environment; setdefault keeps what the launcher set).
-# 2000 is 2.13's default; it is spelled out so the script says what it relies on.
+# 2000 is the default from 2.11 on (0, off, before): spelled out so the script says what it relies on.
 os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "DETAIL")
 os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
 

@@ -27,14 +27,15 @@ before training it.
 
 That the prefetching happens is observed, not assumed: the script wraps the all-gather
 FSDP2 issues (`dist.all_gather_single` in 2.13, torch/distributed/fsdp/_fully_shard/
-_fsdp_collectives.py:119; `dist.all_gather_into_tensor` in earlier releases), tells the
+_fsdp_collectives.py:119; `dist.all_gather_into_tensor` in 2.4 to 2.12), tells the
 blocks apart by the size of what they gather (each block has its own width), and
 records which blocks have been all-gathered when each block's forward and backward
 pre-hooks run. With PREFETCH=2, when block i's forward starts blocks 0..i+2 have been
 all-gathered (by default only 0..i: on CPU nothing runs ahead); in backward the blocks
 are gathered nearest first, and when block i's backward starts blocks down to i-1 are
 already gathered (by default down to i). `set_modules_to_*_prefetch` exist in torch
-2.13's FSDPModule (torch/distributed/fsdp/_fully_shard/_fully_shard.py:513, 533).
+2.13's FSDPModule (torch/distributed/fsdp/_fully_shard/_fully_shard.py:513, 533) and in
+2.6's; 2.4's FSDP2 (torch.distributed._composable.fsdp) has neither (2.5 not checked).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/explicit_prefetching.py
 """

@@ -21,6 +21,9 @@ adapters changed, loss down, and
 the adapters-only state dict (filter `get_model_state_dict` by the trainable names)
 holds exactly the LoRA tensors, full or sharded.
 
+Frozen and trainable parameters in one `fully_shard` unit, and `get_model_state_dict` /
+`StateDictOptions(full_state_dict=True, cpu_offload=True)`: as in torch 2.13 (checked here).
+
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/frozen_params_lora.py
 """
 

@@ -60,7 +60,10 @@ the summon_full_params and register_comm_hook rows at work on the trained FSDP2 
   _fsdp_collectives.py, `_get_gradient_divide_factors`; NCCL has it).
 Since which release: `set_gradient_divide_factor` and `set_force_sum_reduction_for_comms` are in
 2.13's FSDPModule (_fully_shard.py:646, 659), where `set_reduce_scatter_divide_factor` carries
-`@deprecated("Use set_gradient_divide_factor instead")` (_fully_shard.py:641).
+`@deprecated("Use set_gradient_divide_factor instead")` (_fully_shard.py:641). By the release
+wheels, both new methods and that deprecation arrive in 2.8; 2.6 and 2.7 have only
+`set_reduce_scatter_divide_factor`. `from torch.distributed.fsdp import fully_shard` works from 2.6;
+2.4 has FSDP2 only as `torch.distributed._composable.fsdp` (2.5 not checked).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/fsdp1_to_fsdp2_migration.py
 """

@@ -22,7 +22,7 @@ model B (same init) syncs after every microbatch; after one accumulated step the
 sharded gradients are equal. It counts the gradient reduce-scatters FSDP issues (it wraps
 `dist.reduce_scatter_single`, what 2.13's FSDP2 calls,
 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:184; `dist.reduce_scatter_tensor`
-before): A issues one per FSDP module per step, B one per module per microbatch. Then A
+in 2.4 to 2.12): A issues one per FSDP module per step, B one per module per microbatch. Then A
 trains and the loss goes down. `set_requires_gradient_sync(requires_gradient_sync,
 recurse=True)` is recursive by default (torch 2.13, _fully_shard.py:414); with `recurse=False`
 only the root stops syncing and every block still reduce-scatters each microbatch.
@@ -87,7 +87,7 @@ def count_reduce_scatters() -> list[int]:
             return collective(*args, **kwargs)
         return wrapper
 
-    for name in ("reduce_scatter_single", "reduce_scatter_tensor"):  # 2.13 / earlier releases
+    for name in ("reduce_scatter_single", "reduce_scatter_tensor"):  # 2.13 / 2.4 to 2.12
         if hasattr(dist, name):
             setattr(dist, name, spy(getattr(dist, name)))
     return calls

@@ -23,7 +23,7 @@ What the script checks, so you can see the policy at work:
 - every gradient reduce-scatter FSDP issues gets an fp32 input: the script wraps the
   collective FSDP2 calls (`dist.reduce_scatter_single` in 2.13,
   torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py:184; `dist.reduce_scatter_tensor`
-  in earlier releases) and records the dtype of what is reduced;
+  in 2.4 to 2.12, by those releases' wheels) and records the dtype of what is reduced;
 - the sharded parameters and their gradients stay fp32 (the optimizer's master copy);
 - `output_dtype=torch.float32` on the root hands the loss an fp32 tensor.
 
@@ -104,8 +104,8 @@ def record_reduced_dtypes() -> list[torch.dtype]:
             return collective(*args, **kwargs)
         return wrapper
 
-    # 2.13's FSDP2 calls reduce_scatter_single (reduce_scatter_tensor is deprecated there); earlier
-    # releases call reduce_scatter_tensor. Wrap whichever exist.
+    # 2.13's FSDP2 calls reduce_scatter_single (reduce_scatter_tensor is deprecated there); 2.4 to
+    # 2.12 call reduce_scatter_tensor. Wrap whichever exist.
     for name in ("reduce_scatter_single", "reduce_scatter_tensor"):
         if hasattr(dist, name):
             setattr(dist, name, spy(getattr(dist, name)))
