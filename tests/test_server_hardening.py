@@ -223,15 +223,23 @@ class HttpServer:
     """`fsdp-skill serve --http --port 0`: the port is read from the line the server prints."""
 
     def __init__(self, root: Path) -> None:
+        # Unbuffered (bufsize=0): a raw pipe reads a line byte by byte, so nothing waits in a buffer the
+        # selector cannot see when the notice and the address line come together.
         self.proc = subprocess.Popen([FSDP_SKILL, "serve", "--http", "--port", "0"], stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, bufsize=0,
                                      env={**os.environ, "FSDP_SKILL_ROOT": str(root)})
         assert self.proc.stderr
-        with selectors.DefaultSelector() as selector:
-            selector.register(self.proc.stderr, selectors.EVENT_READ)
-            assert selector.select(60), "the server printed nothing within 60 s"
-        self.banner = self.proc.stderr.readline().decode()
-        match = re.fullmatch(r"fsdp-skill serve: streamable HTTP on http://127\.0\.0\.1:(\d+)/mcp\n", self.banner)
+        banner = re.compile(r"fsdp-skill serve: streamable HTTP on http://127\.0\.0\.1:(\d+)/mcp\n")
+        match = None
+        # The address line may come after the one-time lexical-mode notice (this tree's index has no vectors).
+        for _ in range(3):
+            with selectors.DefaultSelector() as selector:
+                selector.register(self.proc.stderr, selectors.EVENT_READ)
+                assert selector.select(60), "the server printed nothing within 60 s"
+            self.banner = self.proc.stderr.readline().decode()
+            match = banner.fullmatch(self.banner)
+            if match or not self.banner.startswith("fsdp-skill serve: search mode"):
+                break
         assert match, self.banner
         self.port = int(match.group(1))
 
