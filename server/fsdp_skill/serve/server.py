@@ -379,9 +379,9 @@ def lexical_note(server_mode: str) -> str | None:
 
 
 def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> None:
+    # Once, at startup, on stdio too (clients log a server's stderr); after the arguments are checked and the
+    # port is bound, so a bad argument is still a one-line error and the address is still the first line.
     note = lexical_note(server_mode)
-    if note:  # once, at startup, on stdio too: clients log a server's stderr
-        print(note, file=sys.stderr, flush=True)
     if args.http:
         idle_s = idle_timeout_s(args.session_idle_timeout)
         sock = listen(args.host, args.port)
@@ -396,6 +396,8 @@ def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> Non
         print(f"fsdp-skill serve: search mode {server_mode}", file=sys.stderr, flush=True)
         print(f"fsdp-skill serve: HTTP sessions idle for {idle_s:g} s are closed (--session-idle-timeout)",
               file=sys.stderr, flush=True)
+        if note:
+            print(note, file=sys.stderr, flush=True)
         serve_http(server, sock, args.host, idle_s)
     else:
         if sys.stdin.isatty():
@@ -406,4 +408,6 @@ def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> Non
                 file=sys.stderr,
                 flush=True,
             )
+        if note:
+            print(note, file=sys.stderr, flush=True)
         server.run()
