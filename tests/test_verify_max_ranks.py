@@ -89,7 +89,9 @@ def test_max_ranks_out_of_range_is_a_one_line_error(capsys: pytest.CaptureFixtur
 @pytest.mark.timeout(240)
 def test_a_two_rank_pattern_runs_at_one_rank_under_max_ranks_and_its_row_says_so(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    code = verify_main(["--catalog", str(CATALOG), "--id", "pattern:gradient-accumulation", "--max-ranks", "1",
+    # activation-checkpointing asserts nothing about communication (gradient-accumulation counts reduce-scatters,
+    # which FSDP2 does not issue on one rank), so it passes on fewer ranks too.
+    code = verify_main(["--catalog", str(CATALOG), "--id", "pattern:activation-checkpointing", "--max-ranks", "1",
                         "--json", str(report)])
     row = json.loads(report.read_text())["results"][0]
     assert code == 0 and row["status"] == "passed" and row["world_size"] == 1 and row["stated_world_size"] == 2
