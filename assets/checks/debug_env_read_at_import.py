@@ -80,7 +80,9 @@ if rank == 0:
             env=env, capture_output=True, text=True, timeout=180, check=False,
         )
     launched = sorted(line.split()[-1] for line in run.stdout.splitlines() if line.startswith("LAUNCH"))
-    assert launched == ["detected", "detected"], (launched, run.stdout[-1000:], run.stderr[-2000:])
+    # Each rank that gets through reports the detection; a rank whose peer already raised and exited may see the
+    # connection close instead (no line). None may return silently.
+    assert "detected" in launched and "returned" not in launched, (launched, run.stdout[-1000:], run.stderr[-2000:])
     say("set after import: OFF through init_process_group, mismatched all_reduce returned silently; after "
         "set_debug_level_from_env(): DETAIL, the existing group still unchecked, a new group detects it; "
         "set at launch: the default group detects it")
