@@ -153,3 +153,59 @@ def test_anchor_text_keeps_sentences_naming_one_or_two_apis_in_code_and_drops_li
     many = anchors.anchor_texts(_catalog([f"Call `dist.barrier` in step {n}." for n in range(40)]))
     assert len(many["torch.distributed.barrier"]) == anchors.MAX_ANCHORS_PER_API
 
+
+@pytest.fixture(scope="module")
+def committed_index():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "references" / "index.sqlite").is_file():
+        pytest.skip("references/ has not been generated in this checkout")
+    idx = open_index(root, warn=lambda message: None)
+    yield idx
+    idx.close()
+
+
+def test_variant_modules_rank_at_the_superseded_prior_until_the_query_asks_for_the_variant(
+    committed_index, monkeypatch
+) -> None:
+    from fsdp_skill.search.documents import SUPERSEDED_PRIOR
+
+    assert ranking.VARIANT_LIFT * SUPERSEDED_PRIOR == 1.0  # the lift undoes the prior, no more
+    monkeypatch.setattr(ranking, "PROXIMITY_WEIGHT", 0.0)
+    rowids = {d.symbol: r for r, d in committed_index.docs(committed_index.rowids_of_kind("api")).items()}
+    twin, base = rowids["torch.distributed.nn.functional.scatter"], rowids["torch.distributed.scatter"]
+    keys = committed_index.doc_keys([twin, base])
+    assert keys[twin][4] == SUPERSEDED_PRIOR and keys[base][4] == 1.0
+
+    plain = parse_query("scatter a list of tensors so each rank gets one", committed_index)
+    asked = parse_query("scatter a list of tensors so each rank gets one, differentiable", committed_index)
+    assert not plain.variant_prefixes and "torch.distributed.nn.functional." in asked.variant_prefixes
+    assert ranking.prior_of(keys[twin], plain) == SUPERSEDED_PRIOR and ranking.prior_of(keys[twin], asked) == 1.0
+    assert ranking.prior_of(keys[base], asked) == 1.0
+    flat = dict(ranking.lexical_ranking(committed_index, plain, None, proximity=False)[0])
+    assert flat[base] > flat[twin]  # the plain question gets dist.scatter first
+    lifted = dict(ranking.lexical_ranking(committed_index, asked, None, proximity=False)[0])
+    monkeypatch.setattr(ranking, "VARIANT_LIFT", 1.0)
+    unlifted = dict(ranking.lexical_ranking(committed_index, asked, None, proximity=False)[0])
+    assert lifted[twin] == pytest.approx(2.0 * unlifted[twin]) and lifted[base] == pytest.approx(unlifted[base])
+
+
+def test_a_question_is_not_matched_against_torchs_messages_and_a_pasted_error_is(committed_index) -> None:
+    from fsdp_skill.search.query import is_question
+
+    question = "what is the rank of the current process?"
+    assert is_question(question) and is_question("How do I set the NCCL timeout")
+    assert not parse_query(question, committed_index).phrases
+    # dist.send raises "... the rank of the current process": by run matching it outranked dist.get_rank.
+    top = ranking.search(committed_index, question, 1, None, use_dense=False)[0]
+    assert top.doc.symbol == "torch.distributed.get_rank"
+    pasted = (
+        "ValueError: Invalid destination rank: destination rank should not be the same as the rank of "
+        "the current process."
+    )
+    parsed = parse_query(pasted, committed_index)
+    assert not is_question(pasted) and parsed.phrases
+    found = committed_index.docs(list(committed_index.message_matches(parsed.message_expression())))
+    assert "torch.distributed.send" in {d.symbol for d in found.values()}
+

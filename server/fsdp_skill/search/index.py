@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog
     from fsdp_skill.search.documents import Document
 
-INDEX_SCHEMA = 7  # bump whenever build_index writes different content for the same catalog
+INDEX_SCHEMA = 8  # bump whenever build_index writes different content for the same catalog
 # bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts,
 # anchors (what other documents say about an API: search/anchors.py; below the entry's own words).
 # Measured on dev and dev2 (issue 11): keys at 2 rather than 4 and body parts at 1 rather than 0.5 raised
@@ -53,15 +53,17 @@ INDEX_SCHEMA = 7  # bump whenever build_index writes different content for the s
 # params (an API entry's parameter names, their parts and descriptions; also still in the body) came with
 # issue 21. Measured on dev / held-out / dev2 MRR, semantic: at 0.5 0.895 / 0.920 / 0.710, lexical 0.838 /
 # 0.851 / 0.647; with the parameters out of the body and the field at 1.0, 0.896 / 0.920 / 0.697 and 0.834 /
-# 0.851 / 0.641; at 1.5 or 2.0 dev fell (semantic 0.891, lexical 0.824). The messages column (the errors
-# torch raises in an entry or that a pitfall quotes: build/torch_messages.py) has weight 0: see WORD_COLUMNS.
+# 0.851 / 0.641; at 1.5 or 2.0 dev fell (semantic 0.891, lexical 0.824). messages: weight 0, see WORD_COLUMNS.
 COLUMN_WEIGHTS = (10.0, 10.0, 2.0, 1.0, 1.0, 0.5, 0.5, 0.0)
-# The columns a query's words are matched in. The messages column is left out of it: its words ("must",
-# "process group", "expected") are in every message, so as bag-of-words evidence it lifted entries with
-# many messages for ordinary questions (dev semantic MRR 0.903 -> 0.890); it is matched by runs of words
-# instead (`message_matches`, ranking.add_message_matches).
+# The columns a query's words are matched in. The messages column (the errors torch raises in an entry or
+# that a pitfall quotes: build/torch_messages.py) is left out of it: its words ("must", "process group",
+# "expected") are in every message, so as bag-of-words evidence it lifted entries with many messages for
+# ordinary questions (dev semantic MRR 0.903 -> 0.890). At weight 0 it still counts in a document's length
+# for bm25: without it (measured, issue 21) dev / held-out semantic MRR fell 0.883 / 0.920 -> 0.877 / 0.899.
+# Messages are matched by runs of words (`message_matches`, ranking.add_message_matches) in messages_fts,
+# a table of their own documents only: the same phrase query over docs_fts took 0.27-0.4 ms, reading the
+# doclists of every document's words.
 WORD_COLUMNS = "{title symbol keys body body_parts anchors params}"
-MESSAGE_WEIGHTS = "0, 0, 0, 0, 0, 0, 0, 1"
 
 _SCHEMA = f"""
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -85,6 +87,9 @@ CREATE VIRTUAL TABLE docs_fts USING fts5(
     title, symbol, keys, body, body_parts, anchors, params, messages,
     content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
 INSERT INTO docs_fts(docs_fts, rank) VALUES('rank', 'bm25({", ".join(map(str, COLUMN_WEIGHTS))})');
+-- Only the documents that have messages (a few hundred short rows): a phrase query here reads little.
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+    messages, content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
 """
 
 
@@ -150,6 +155,7 @@ def build_index(
             if embed:
                 _write_vectors(conn, documents, previous if previous is not None else path)
             conn.execute("INSERT INTO docs_fts(docs_fts) VALUES('optimize')")
+            conn.execute("INSERT INTO messages_fts(messages_fts) VALUES('optimize')")
             conn.execute("COMMIT")
             conn.execute("VACUUM")
         finally:
@@ -198,6 +204,8 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rowid, *doc.fts_row()),
         )
+        if doc.messages:
+            conn.execute("INSERT INTO messages_fts(rowid, messages) VALUES (?, ?)", (rowid, doc.messages))
 
     names: dict[tuple[str, str], int] = {}
 
@@ -271,9 +279,10 @@ def index_content_digest(path: Path) -> str:
             for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2"):
                 digest.update(repr(row).encode())
         # The inverted index itself, as FTS5 sees it: every (term, column, doc count, hit count).
-        conn.execute("CREATE VIRTUAL TABLE temp.vocab USING fts5vocab(main, docs_fts, 'row')")
-        for row in conn.execute("SELECT term, doc, cnt FROM temp.vocab ORDER BY term"):
-            digest.update(repr(row).encode())
+        for table in ("docs_fts", "messages_fts"):
+            conn.execute(f"CREATE VIRTUAL TABLE temp.vocab_{table} USING fts5vocab(main, {table}, 'row')")
+            for row in conn.execute(f"SELECT term, doc, cnt FROM temp.vocab_{table} ORDER BY term"):
+                digest.update(repr(row).encode())
         return digest.hexdigest()
     finally:
         conn.close()
@@ -374,10 +383,8 @@ class DocsIndex:
         return {rowid: -rank for rowid, rank in rows if keys[rowid][0] == kind}
 
     def message_matches(self, match: str, kind: str | None = None) -> dict[int, float]:
-        """bm25 of the messages column alone (positive, higher is better) for a messages-column expression."""
-        rows = self._all(
-            f"SELECT rowid, bm25(docs_fts, {MESSAGE_WEIGHTS}) FROM docs_fts WHERE docs_fts MATCH ?", (match,)
-        )
+        """bm25 over the messages (positive, higher is better) for a messages-column expression."""
+        rows = self._all("SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ?", (match,))
         keys = self._doc_keys
         return {rowid: -score for rowid, score in rows if kind is None or keys[rowid][0] == kind}
 

@@ -32,6 +32,9 @@ class ParsedQuery:
     # Every run of query.PHRASE_WORDS consecutive words as typed (stop words kept): a pasted error message
     # shares runs of words with the message torch raises, a question almost never does.
     phrases: list[tuple[str, ...]] = field(default_factory=list)
+    # Qualified-name prefixes of the vocabulary's variant modules the query asks for ("a differentiable
+    # all_reduce" → torch.distributed.nn.functional. …): their entries lose their lower prior.
+    variant_prefixes: tuple[str, ...] = ()
 
     @property
     def lexical_share(self) -> float:

@@ -76,8 +76,9 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
         terms.add_word(compound.group(0).replace("-", "_"), from_alias=True)
     _add_query_words(content or words, parsed, terms)
     parsed.terms = terms.ordered()
+    parsed.variant_prefixes = _variants_asked(parsed.words)
     parsed.pairs = _word_pairs(normalized)
-    parsed.phrases = _word_runs(normalized)
+    parsed.phrases = [] if is_question(normalized) else _word_runs(normalized)
     if not parsed.terms and parsed.language != "other":
         raise QueryError(
             f"the query {text[:80]!r} has no searchable words, only punctuation: add a topic word or an API name"
@@ -85,6 +86,12 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     if names is not None:
         parsed.symbols = named_symbols(names, parsed)
     return parsed
+
+
+def _variants_asked(words: list[str]) -> tuple[str, ...]:
+    """The prefixes of the variant modules whose words the query uses, alone or inside a dotted name."""
+    parts = {part for word in words for part in re.split(r"[._]+", word.lower()) if part}
+    return tuple(prefix for variant in vocabulary().variants if parts & variant.words for prefix in variant.prefixes)
 
 
 def script_of(text: str) -> str:
@@ -214,6 +221,21 @@ MAX_PHRASES = 60  # a pasted traceback line is long; its first 60 runs of three 
 
 
 PHRASE_WORDS = 4
+
+
+# How a question starts; a pasted error or warning does not (nor does it end with "?").
+_INTERROGATIVES = frozenset(
+    "what how why which when where who whom whose can could should would does do did is are was were will "
+    "shall may might".split()
+)
+
+
+def is_question(text: str) -> bool:
+    """Whether the query is phrased as a question: it is then not matched against torch's messages, whose
+    runs of small words it can share by chance ("what is the rank of the current process?" lifted
+    dist.send, which raises "... the rank of the current process")."""
+    words = _FTS_TOKEN.findall(text.lower())
+    return text.rstrip().endswith("?") or bool(words and words[0] in _INTERROGATIVES)
 
 
 def _word_runs(text: str) -> list[tuple[str, ...]]:

@@ -68,6 +68,9 @@ PROXIMITY_WEIGHT = 0.05
 # candidate's score (ranking.add_message_matches); see tests/test_ranking_constants.py.
 MESSAGE_WEIGHT = 0.5
 PROXIMITY_DISTANCE = 5
+# A query that asks for a variant module's property ("differentiable", "autograd": vocabulary.toml
+# [[variant]]) multiplies its entries' prior by this, at most back to 1: it undoes documents.SUPERSEDED_PRIOR.
+VARIANT_LIFT = 2.0
 NON_LATIN_HINT = (
     "the query has no words in Latin script, and the lexical index only matches English words "
     "and API names: {enable}; or ask in English, with API names where you know them"
@@ -122,7 +125,7 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
         keys.update(index.doc_keys([rowid for rowid in fused if rowid not in keys]))
         # The document prior (a section of bare command output ranks below one that says what to do)
         # applies to the fused score too.
-        scored = {rowid: score * keys[rowid][4] for rowid, score in fused.items()}
+        scored = {rowid: score * prior_of(keys[rowid], parsed) for rowid, score in fused.items()}
         ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     chosen = diversified(ranked, limit, keys)
     docs = index.docs([rowid for rowid, _ in chosen])
@@ -130,6 +133,14 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
     return [
         Hit(doc=docs[rowid], score=score, snippet=make_snippet(docs[rowid].blocks, words)) for rowid, score in chosen
     ]
+
+
+def prior_of(key: tuple[str, str, str | None, str | None, float], parsed: ParsedQuery) -> float:
+    """A document's prior for this query: the stored one, lifted for a variant module the query asks for."""
+    prior, symbol = key[4], key[2]
+    if parsed.variant_prefixes and symbol and symbol.startswith(parsed.variant_prefixes):
+        return min(1.0, prior * VARIANT_LIFT)
+    return prior
 
 
 def is_name_lookup(parsed: ParsedQuery) -> bool:
@@ -167,8 +178,8 @@ def lexical_ranking(
     keys = index.doc_keys(list(pool))
     scored: dict[int, float] = {}
     for rowid, base in pool.items():
-        doc_kind, doc_id, symbol, reference, prior = keys[rowid]
-        score = base * KIND_PRIOR[doc_kind] * prior
+        doc_kind, doc_id, symbol, reference, _ = keys[rowid]
+        score = base * KIND_PRIOR[doc_kind] * prior_of(keys[rowid], parsed)
         strength = symbols.get(symbol or "", 0.0)
         if not strength and symbol and "." in symbol:
             strength = members.get(symbol.rsplit(".", 1)[0], 0.0)

@@ -28,6 +28,15 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A module whose functions are variants of the torch.distributed collectives of the same names
+    (differentiable, traceable): an answer only to a question that asks for what makes them different."""
+
+    prefixes: tuple[str, ...]  # qualified-name prefixes of its entries
+    words: frozenset[str]  # lowercase query words that ask for it
+
+
+@dataclass(frozen=True)
 class Vocabulary:
     stop_words: frozenset[str]
     term_aliases: dict[str, tuple[str, ...]]  # abbreviation → words added to the query
@@ -44,6 +53,7 @@ class Vocabulary:
     # A Russian word's stem or a Japanese word → the English terms the docs use: what lets the lexical side
     # read a question asked in those languages (longest first, so 非同期 wins over 同期).
     translations: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    variants: tuple[Variant, ...] = ()
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
@@ -97,7 +107,12 @@ def parse_vocabulary(text: str) -> Vocabulary:
         sources.append((f"translation {entry['means']}", entry.get("source", "")))
         for word in entry["words"]:
             translations[word.lower()] = tuple(entry["means"])
+    variants = []
+    for entry in data.get("variant", []):
+        sources.append((f"variant {entry['prefixes'][0]}", entry.get("source", "")))
+        variants.append(Variant(tuple(entry["prefixes"]), frozenset(w.lower() for w in entry["words"])))
     return Vocabulary(
+        variants=tuple(variants),
         translations=tuple(sorted(translations.items(), key=lambda item: (-len(item[0]), item[0]))),
         stop_words=frozenset(data["stop_words"]["words"].split()),
         term_aliases=term_aliases,
