@@ -14,13 +14,16 @@ from fsdp_skill.build.what_changed import (
     START,
     Group,
     WhatChangedError,
+    _section,
     apply_block,
     deprecated,
     deprecated_groups,
     new_names,
     render_block,
+    replacement_since,
     sync_skill,
 )
+from fsdp_skill.core.api_history import load_history
 from fsdp_skill.core.catalog import Catalog, load_catalog
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,9 +35,32 @@ def _block(text: str) -> str:
     return text[text.index(START) : text.index(END) + len(END)]
 
 
+HISTORY = ROOT / "references" / "api-history.json"
+
+
 def test_the_skill_md_block_is_what_regenerate_makes_from_the_committed_api_drift() -> None:
     catalog = load_catalog(ROOT / "references" / "catalog.json")
-    assert _block(SKILL) == render_block(DRIFT, catalog), "run `fsdp-skill regenerate`"
+    assert _block(SKILL) == render_block(DRIFT, catalog, load_history(HISTORY)), "run `fsdp-skill regenerate`"
+
+
+def test_each_replacement_newer_than_the_oldest_release_read_says_from_which_torch_it_works() -> None:
+    history = load_history(HISTORY)
+    assert history.releases[0].startswith("2.4")
+    rows = {name: (replacement.strip("`"), message) for name, replacement, message in _section(DRIFT, "Deprecated in")}
+
+    def since(name: str) -> str | None:
+        return replacement_since(name, *rows[name], history)
+
+    assert since("torch.distributed.all_gather_into_tensor") == "2.13"  # all_gather_single: AttributeError before
+    assert since("torch.distributed.fsdp.FSDPModule.set_reduce_scatter_divide_factor") == "2.8"
+    # "use staging_future from AsyncSaveResponse": a field, dated by the class the message names.
+    assert since("torch.distributed.checkpoint.staging.AsyncStager.synchronize_staging") == "2.9"
+    assert since("torch.distributed.checkpoint.load_state_dict") is None  # dcp.load: in 2.4 already
+    assert since("torch.distributed.launch.main") is None  # torchrun: not a name the timeline reads
+    block = _block(SKILL)
+    assert "`all_gather_into_tensor` → `all_gather_single` (2.13+)" in block
+    assert "(`tensor` → `single`, 2.13+)" in block and "`load_state_dict` → `load`;" in block
+    assert "(first torch, if after 2.4)" in block
 
 
 def _spelled(name: str) -> str:
@@ -47,10 +73,10 @@ def _says_replacement(item: str, short: str, replacement: str) -> bool:
     last = replacement.rsplit(".", 1)[-1]
     if f"→ `{last}`" in item or f"`{last}`" in item.split("→")[-1] or "(same name)" in item:
         return True
-    rule = re.search(r"\(`(\w+)` → `(\w+)`\)", item)
+    rule = re.search(r"\(`(\w+)` → `(\w+)`(?:, [\d.]+\+)?\)", item)
     if rule and short.replace(rule.group(1), rule.group(2)) == last:
         return True
-    suffix = re.search(r"\(\+ `(_\w+)`\)", item)
+    suffix = re.search(r"\(\+ `(_\w+)`(?:, [\d.]+\+)?\)", item)
     return bool(suffix and short + suffix.group(1) == last)
 
 

@@ -35,6 +35,7 @@ from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.build.skill_docs import skill_documents
 from fsdp_skill.build.topics import load_topics
+from fsdp_skill.core.api_history import HISTORY_FILE, ApiHistory, parse_history
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
@@ -142,7 +143,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         patterns=patterns,
         page_code=blocks,
     )
-    catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog))
+    history = _history(out.files)
+    catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog, history))
     torch_dir = torch_messages.torch_package_dir()
     if torch_dir is not None:  # regenerate needs torch anyway (torch_release); the scan reads its files
         scan = torch_messages.scan_torch(torch_dir)
@@ -160,13 +162,19 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     )
 
 
-def _skill_texts(root: Path, drift: str, catalog: Catalog) -> dict[str, str]:
+def _history(files: dict[str, str]) -> ApiHistory | None:
+    """The timeline this build wrote (None when the cache held no releases: the block then has no labels)."""
+    text = files.get(HISTORY_FILE)
+    return parse_history(text) if text else None
+
+
+def _skill_texts(root: Path, drift: str, catalog: Catalog, history: ApiHistory | None) -> dict[str, str]:
     """SKILL.md as this run leaves it: its what-changed block regenerated (the documents cut from it
     must match the file written next to them)."""
     path = root / "SKILL.md"
     if not path.is_file():
         return {}
-    block = what_changed.render_block(drift, catalog)
+    block = what_changed.render_block(drift, catalog, history)
     return {"SKILL.md": what_changed.apply_block(path.read_text(encoding="utf-8"), block)}
 
 
@@ -280,7 +288,9 @@ def summary(output: Output, seconds: float) -> str:
 def _sync_skill_md(root: Path, output: Output, write: bool) -> bool:
     """SKILL.md's generated what-changed block against this build's api-drift.md (see `what_changed`)."""
     drift = output.files.get(DRIFT_FILE)
-    return drift is not None and what_changed.sync_skill(root, drift, output.catalog, write=write)
+    return drift is not None and what_changed.sync_skill(
+        root, drift, output.catalog, write=write, history=_history(output.files)
+    )
 
 
 def _leftover_note(root: Path) -> str:

@@ -20,6 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from fsdp_skill.core.api_history import ApiHistory, release_key
 from fsdp_skill.core.atomic import write_atomic
 from fsdp_skill.core.catalog import Catalog
 from fsdp_skill.core.errors import UserError
@@ -65,6 +66,40 @@ def _section(drift: str, heading_prefix: str) -> list[tuple[str, str, str]]:
 def deprecated(drift: str) -> list[tuple[str, str]]:
     """(name, replacement or "") of every row of api-drift.md's Deprecated table."""
     return [(name, replacement.strip("`")) for name, replacement, _ in _section(drift, "Deprecated in")]
+
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
+
+
+def replacement_since(name: str, replacement: str, message: str, history: ApiHistory) -> str | None:
+    """The first release (major.minor) that has the replacement of `name`, when it is newer than the oldest
+    release read (an agent on an older torch cannot use it: `all_gather_single` is 2.13+); None when it is
+    that old, or when the replacement is not a name the timeline reads (`torchrun`, `DistributedDataParallel`).
+    A bare replacement is looked up beside the deprecated name, then as a unique public short name; one the
+    timeline lacks (`staging_future`, a field) by the names its message mentions (`AsyncSaveResponse`)."""
+    names = history.names
+    owner = name.rpartition(".")[0]
+    candidates: list[str] = []
+    if replacement in names:
+        candidates = [replacement]
+    elif replacement:
+        near = [f"{owner}.{replacement}", f"{owner.rpartition('.')[0]}.{replacement}"]
+        candidates = [n for n in near if n in names] or _public_short(names, replacement)
+    if not candidates:
+        short = name.rsplit(".", 1)[-1]
+        for word in dict.fromkeys(_IDENTIFIER.findall(message)):
+            if word != short and word[:1].isupper():
+                candidates += _public_short(names, word)
+    if not candidates:
+        return None
+    first = min((names[n].versions[0] for n in candidates if names[n].versions), key=release_key, default=None)
+    if first is None or first == history.releases[0]:
+        return None
+    return ".".join(first.split(".")[:2])
+
+
+def _public_short(names: dict, short: str) -> list[str]:
+    return [n for n in names if n.endswith("." + short) and "._" not in n and ":" not in n]
 
 
 def new_names(drift: str) -> list[str]:
@@ -193,18 +228,38 @@ def deprecated_groups(rows: list[tuple[str, str]]) -> list[Group]:
     return groups
 
 
-def _item(shorts: list[str], shown: str) -> str:
+def _item(shorts: list[str], shown: str, since: str | None = None) -> str:
     names = ", ".join(f"`{short}`" for short in shorts)
     if not shown:
         return f"{names} (none named)"
-    return f"{names} {shown}" if shown.startswith("(") else f"{names} → {shown}"
+    if since and shown.startswith("("):
+        return f"{names} {shown[:-1]}, {since}+)"
+    label = f" ({since}+)" if since else ""
+    return f"{names} {shown}{label}" if shown.startswith("(") else f"{names} → {shown}{label}"
 
 
-def render_block(drift: str, catalog: Catalog) -> str:
-    lines = [START, "Deprecated (calling one warns) → replacement:", ""]
+def _item_since(owner: str, shorts: list[str], since: dict[str, str]) -> str | None:
+    """The newest first release among the replacements of an item's names (all of them work from it)."""
+    found = [since[f"{owner}.{short}"] for short in shorts if f"{owner}.{short}" in since]
+    return max(found, key=release_key) if found else None
+
+
+def render_block(drift: str, catalog: Catalog, history: ApiHistory | None = None) -> str:
+    since: dict[str, str] = {}
+    history = history if history is not None and history.releases else None
+    if history is not None:
+        for name, replacement, message in _section(drift, "Deprecated in"):
+            first = replacement_since(name, replacement.strip("`"), message, history)
+            if first:
+                since[name] = first
+    heading = "Deprecated (calling one warns) → replacement"
+    if history is not None:
+        heading += f" (first torch, if after {'.'.join(history.releases[0].split('.')[:2])})"
+    lines = [START, heading + ":", ""]
     for group in deprecated_groups(deprecated(drift)):
         target = f" → `{_short(group.target)}`" if group.target else ""
-        lines.append(f"- `{_short(group.owner)}`{target}: " + "; ".join(_item(*item) for item in group.items))
+        items = [_item(shorts, shown, _item_since(group.owner, shorts, since)) for shorts, shown in group.items]
+        lines.append(f"- `{_short(group.owner)}`{target}: " + "; ".join(items))
     new_line = _new_names_line(new_names(drift), catalog)
     if new_line:
         lines += ["", new_line]
@@ -246,13 +301,13 @@ def apply_block(skill_text: str, block: str) -> str:
     return skill_text[:start] + block + skill_text[end + len(END) :]
 
 
-def sync_skill(root: Path, drift: str, catalog: Catalog, write: bool) -> bool:
+def sync_skill(root: Path, drift: str, catalog: Catalog, write: bool, history: ApiHistory | None = None) -> bool:
     """Whether SKILL.md's block differs from the generated one; rewrites the file when `write`."""
     path = root / "SKILL.md"
     if not path.is_file():
         return False
     text = path.read_text(encoding="utf-8")
-    updated = apply_block(text, render_block(drift, catalog))
+    updated = apply_block(text, render_block(drift, catalog, history))
     if updated != text and write:
         write_atomic(path, updated)
     return updated != text
