@@ -34,7 +34,7 @@ from fsdp_skill.core.api_history import (
 )
 from fsdp_skill.upstream.releases import load_release_facts
 
-__all__ = ["VERSIONS_FILE", "build_history", "history_files", "render_versions"]
+__all__ = ["VERSIONS_FILE", "build_history", "history_files", "render_versions", "timeline"]
 
 VERSIONS_FILE = "versions.md"
 MEMBER_KINDS = ("method", "property", "classmethod", "staticmethod")
@@ -190,8 +190,12 @@ def render_versions(history: ApiHistory) -> str:
     return "\n".join(lines) + "\n"
 
 
-def history_files(root: Path, pinned: str) -> dict[str, str]:
-    """{references/ file name: text} of the timeline, from the committed cache only."""
-    history = build_history(load_release_facts(root), pinned)
+def timeline(root: Path, pinned: str) -> ApiHistory:
+    """The timeline of the committed cache's releases (upstream/torch-api/) only."""
+    return build_history(load_release_facts(root), pinned)
+
+
+def history_files(history: ApiHistory) -> dict[str, str]:
+    """{references/ file name: text} of the timeline."""
     return {HISTORY_FILE: dump_history(history), VERSIONS_FILE: render_versions(history)}
 

@@ -35,7 +35,7 @@ from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.build.skill_docs import skill_documents
 from fsdp_skill.build.topics import load_topics
-from fsdp_skill.core.api_history import HISTORY_FILE, ApiHistory, parse_history
+from fsdp_skill.core.api_history import ApiHistory
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
@@ -71,6 +71,7 @@ class Output:
     drift_names: int = 0
     coverage: str = ""  # how the covered modules' public names are accounted for
     missing: list[MissingName] = field(default_factory=list)  # documented names torch lacks
+    history: ApiHistory | None = None  # the API timeline written to references/ (dates SKILL.md's replacements)
 
 
 # --- environment -----------------------------------------------------------------------------------
@@ -130,7 +131,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
     # The API timeline across the releases read (upstream/torch-api/), not the installed torch. versions.md is
     # not a catalog reference: its hundreds of API names would crowd real sections out of search results (the
     # what_changed and api_history tools answer from the timeline instead).
-    out.files.update(api_history.history_files(root, torch_version))
+    history = api_history.timeline(root, torch_version)
+    out.files.update(api_history.history_files(history))
 
     catalog = Catalog(
         torch_version=torch_version,
@@ -143,7 +145,6 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         patterns=patterns,
         page_code=blocks,
     )
-    history = _history(out.files)
     catalog.skill = skill_documents(root, _skill_texts(root, out.files[DRIFT_FILE], catalog, history))
     torch_dir = torch_messages.torch_package_dir()
     if torch_dir is not None:  # regenerate needs torch anyway (torch_release); the scan reads its files
@@ -159,13 +160,8 @@ def build_references(root: Path | None = None, *, ref: str | None = None) -> Out
         drift_names=len(drift.listed_names(out.files[DRIFT_FILE])),
         coverage=covered,
         missing=registry.missing,
+        history=history,
     )
-
-
-def _history(files: dict[str, str]) -> ApiHistory | None:
-    """The timeline this build wrote (None when the cache held no releases: the block then has no labels)."""
-    text = files.get(HISTORY_FILE)
-    return parse_history(text) if text else None
 
 
 def _skill_texts(root: Path, drift: str, catalog: Catalog, history: ApiHistory | None) -> dict[str, str]:
@@ -289,7 +285,7 @@ def _sync_skill_md(root: Path, output: Output, write: bool) -> bool:
     """SKILL.md's generated what-changed block against this build's api-drift.md (see `what_changed`)."""
     drift = output.files.get(DRIFT_FILE)
     return drift is not None and what_changed.sync_skill(
-        root, drift, output.catalog, write=write, history=_history(output.files)
+        root, drift, output.catalog, write=write, history=output.history
     )
 
 

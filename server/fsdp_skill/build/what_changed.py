@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from fsdp_skill.core.api_history import ApiHistory, release_key
+from fsdp_skill.core.api_history import ApiHistory, NameHistory, release_key
 from fsdp_skill.core.atomic import write_atomic
 from fsdp_skill.core.catalog import Catalog
 from fsdp_skill.core.errors import UserError
@@ -98,7 +98,7 @@ def replacement_since(name: str, replacement: str, message: str, history: ApiHis
     return ".".join(first.split(".")[:2])
 
 
-def _public_short(names: dict, short: str) -> list[str]:
+def _public_short(names: dict[str, NameHistory], short: str) -> list[str]:
     return [n for n in names if n.endswith("." + short) and "._" not in n and ":" not in n]
 
 
@@ -232,10 +232,9 @@ def _item(shorts: list[str], shown: str, since: str | None = None) -> str:
     names = ", ".join(f"`{short}`" for short in shorts)
     if not shown:
         return f"{names} (none named)"
-    if since and shown.startswith("("):
-        return f"{names} {shown[:-1]}, {since}+)"
-    label = f" ({since}+)" if since else ""
-    return f"{names} {shown}{label}" if shown.startswith("(") else f"{names} → {shown}{label}"
+    if shown.startswith("("):  # a rule or "(same name)": the release goes inside it
+        return f"{names} {shown[:-1]}, {since}+)" if since else f"{names} {shown}"
+    return f"{names} → {shown} ({since}+)" if since else f"{names} → {shown}"
 
 
 def _item_since(owner: str, shorts: list[str], since: dict[str, str]) -> str | None:

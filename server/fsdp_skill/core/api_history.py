@@ -174,13 +174,6 @@ def dump_history(history: ApiHistory) -> str:
 _CACHE: dict[Path, tuple[float, ApiHistory]] = {}
 
 
-def parse_history(text: str) -> ApiHistory:
-    """The timeline from `dump_history`'s text; ValueError, TypeError or KeyError when it is not one."""
-    raw = json.loads(text)
-    names = {name: NameHistory(name=name, **entry) for name, entry in raw.pop("names").items()}
-    return ApiHistory(names=names, **raw)
-
-
 def load_history(path: Path) -> ApiHistory:
     """The timeline file (re-read only when it changed on disk); UserError naming the fix when absent."""
     try:
@@ -192,7 +185,9 @@ def load_history(path: Path) -> ApiHistory:
     if cached and cached[0] == stamp:
         return cached[1]
     try:
-        history = parse_history(path.read_text(encoding="utf-8"))
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        names = {name: NameHistory(name=name, **entry) for name, entry in raw.pop("names").items()}
+        history = ApiHistory(names=names, **raw)
     except (ValueError, TypeError, KeyError) as exc:
         raise UserError(f"{path} is not a valid API timeline ({type(exc).__name__}); run `fsdp-skill regenerate`") \
             from None

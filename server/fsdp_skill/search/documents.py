@@ -340,14 +340,14 @@ def split_pattern_source(source: str, suffix: str) -> tuple[str, list[str]]:
     for chunk in code:
         for match in _CODE_WORD.finditer(chunk):
             words.setdefault(match.group(0), None)
-    return "\n".join(line for line in _without_header(prose) if line), list(words)
+    return "\n".join(line for line in _without_mutant_lines(prose) if line), list(words)
 
 
 # A mutant line of a pattern file's header (`mutant: name: `old` -> `new``; the format is verify/patterns.py's).
 _MUTANT_LINE = re.compile(r"mutant: \S")
 
 
-def _without_header(prose: list[str]) -> list[str]:
+def _without_mutant_lines(prose: list[str]) -> list[str]:
     """The prose without the header's mutant lines: they describe the claim made *false* ("seed per rank",
     "one torchrun per GPU"), so as words of the recipe they made it match questions about what it warns
     against. The other header lines stay: measured on dev / held-out / dev2 (issue 21), dropping them too
