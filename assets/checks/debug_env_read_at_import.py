@@ -29,6 +29,7 @@ os.environ.update(LAUNCH_ENV)
 
 import datetime  # noqa: E402
 import inspect  # noqa: E402
+import pathlib  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -70,18 +71,23 @@ if rank == 0:
         with open(script, "w", encoding="utf-8") as handle:
             handle.write("import os\nimport torch\nimport torch.distributed as dist\n\n"
                          + inspect.getsource(mismatched_all_reduce)
-                         + "\ndist.init_process_group('gloo')\nprint('LAUNCH', mismatched_all_reduce(), flush=True)\n"
+                         + "\ndist.init_process_group('gloo')\nresult = mismatched_all_reduce()\n"
+                         # One file per rank: two ranks printing to one pipe can interleave their lines.
+                         "with open(os.path.join(os.environ['LAUNCH_RESULTS'], os.environ['RANK']), 'w') as out:\n"
+                         "    out.write(result)\n"
                          "os._exit(0)\n")
         env = {k: v for k, v in os.environ.items()
                if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "MASTER_PORT", "TORCHELASTIC_RUN_ID")}
         env["TORCH_DISTRIBUTED_DEBUG"] = "DETAIL"
+        env["LAUNCH_RESULTS"] = results = os.path.join(scratch, "results")
+        os.mkdir(results)
         run = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", script],
             env=env, capture_output=True, text=True, timeout=180, check=False,
         )
-    launched = sorted(line.split()[-1] for line in run.stdout.splitlines() if line.startswith("LAUNCH"))
+        launched = sorted(path.read_text(encoding="utf-8") for path in pathlib.Path(results).iterdir())
     # Each rank that gets through reports the detection; a rank whose peer already raised and exited may see the
-    # connection close instead (no line). None may return silently.
+    # connection close instead (no file). None may return silently.
     assert "detected" in launched and "returned" not in launched, (launched, run.stdout[-1000:], run.stderr[-2000:])
     say("set after import: OFF through init_process_group, mismatched all_reduce returned silently; after "
         "set_debug_level_from_env(): DETAIL, the existing group still unchecked, a new group detects it; "
