@@ -469,6 +469,28 @@ def test_prose_that_says_every_word_of_an_api_name_names_the_most_specific_publi
     assert said("reduce memory") == []  # one-word names never count: ordinary prose would name them
 
 
+def test_the_candidate_cut_keeps_the_best_scores_and_gives_an_equal_score_to_the_lower_rowid() -> None:
+    from fsdp_skill.search.index import best
+
+    # Inserted in an order that is neither by rowid nor by score: the cut must not depend on it.
+    scores = {9: 1.0, 4: 3.0, 7: 2.0, 2: 2.0, 5: 2.0, 1: 0.5}
+    assert best(scores, 3) == [(4, 3.0), (2, 2.0), (5, 2.0)]
+    assert best(scores, 10) == [(4, 3.0), (2, 2.0), (5, 2.0), (7, 2.0), (9, 1.0), (1, 0.5)]
+
+
+@pytest.mark.parametrize(
+    "text, script",
+    [("fully_shard", "latin"), ("как дела", "other"), ("FSDPで勾配", "mixed"), ("café", "mixed"), ("x² 123 _", "latin"),
+     ("混合精度", "other"), ("Σ of ranks", "mixed"), ("42 !?", "latin")],
+)
+def test_a_query_s_script_is_latin_other_or_mixed_by_its_letters_not_its_digits_or_symbols(
+    text: str, script: str
+) -> None:
+    from fsdp_skill.search.query import script_of
+
+    assert script_of(text) == script
+
+
 def test_search_results_never_leave_a_code_block_open(index) -> None:
     for query in ["async work wait", "mixed precision policy layers", "x_250 code block", "fully_shard"]:
         for hit in search(index, query, limit=10):
@@ -511,7 +533,8 @@ def committed_index():
 
 @pytest.mark.parametrize(
     "name, size",
-    [("queries.jsonl", 50), ("heldout.jsonl", 20), ("dev2.jsonl", 90), ("blind.jsonl", 60), ("multilingual.jsonl", 12)],
+    [("queries.jsonl", 50), ("heldout.jsonl", 20), ("dev2.jsonl", 90), ("blind.jsonl", 60), ("multilingual.jsonl", 12),
+     ("multilingual_dev.jsonl", 36), ("mixed.jsonl", 12), ("agent.jsonl", 12)],
 )
 def test_eval_sets_are_large_enough_and_their_answers_exist_in_the_committed_catalog(
     committed_index, name: str, size: int
@@ -558,10 +581,16 @@ GATES = {
     ("queries.jsonl", "semantic"): (0.97, 0.89),
     ("dev2.jsonl", "semantic"): (0.79, 0.67),
     ("blind.jsonl", "semantic"): (0.78, 0.61),
-    ("multilingual.jsonl", "semantic"): (0.77, 0.52),
+    # Raised when the vocabulary's translations grew from 41 to 132 general terms and the dense side read their
+    # English beside the question (ParsedQuery.dense_text), tuned on multilingual_dev.jsonl only: ru/ja dev
+    # semantic 0.583 / 0.434 -> 0.722 / 0.585, lexical 0.389 / 0.321 -> 0.583 / 0.481; ru/ja 0.833 / 0.585 ->
+    # 0.889 / 0.615; mixed 1.000 / 0.775 -> 0.950 / 0.790 (one question left its top 5).
+    ("multilingual_dev.jsonl", "lexical"): (0.58, 0.48),
+    ("multilingual_dev.jsonl", "semantic"): (0.72, 0.58),
+    ("multilingual.jsonl", "semantic"): (0.88, 0.61),
     # Russian/Japanese around API names (issue 21), and the searches agents made (a regression guard: every
     # one of them answered in the top 5).
-    ("mixed.jsonl", "semantic"): (0.90, 0.72),
+    ("mixed.jsonl", "semantic"): (0.95, 0.78),
     ("agent.jsonl", "lexical"): (1.0, 0.90),
     ("agent.jsonl", "semantic"): (1.0, 0.91),
 }

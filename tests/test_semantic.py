@@ -12,7 +12,7 @@ import pytest
 from fsdp_skill.core.catalog import load_catalog
 from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex, build_index, open_index
-from fsdp_skill.search.query import QueryError
+from fsdp_skill.search.query import TRANSLATED_SHARE, QueryError
 from fsdp_skill.search.ranking import search
 from search_fixture import make_tree
 
@@ -130,12 +130,32 @@ def test_a_query_without_latin_words_and_no_semantic_side_says_how_to_enable_it(
 def test_russian_or_japanese_domain_words_the_vocabulary_translates_are_searched_lexically_too(
     lexical_index: DocsIndex, text: str
 ) -> None:
-    from fsdp_skill.search.query import parse_query
+    from fsdp_skill.search.query import foreign_words, parse_query
 
     parsed = parse_query(text, lexical_index)
     assert {"mixed", "precision"} <= set(parsed.terms)
-    assert parsed.other_words == parsed.content_words  # the fusion still weighs the lexical side by Latin words
+    # Every word translated (the Japanese is one run of kanji, one word): each counts as TRANSLATED_SHARE of
+    # a word the lexical side read.
+    words = len(foreign_words(text))
+    assert parsed.other_words == pytest.approx(words * (1 - TRANSLATED_SHARE)) and parsed.content_words == words
     assert "fsdp2.md#mixed-precision" in [hit.doc.id for hit in search(lexical_index, text)]
+
+
+@pytest.mark.parametrize(
+    "text, glossed",
+    [
+        ("как усреднить лосс по всем процессам", "как усреднить лосс по всем процессам (average loss process)"),
+        ("勾配をオールリデュースで合計したい", "勾配をオールリデュースで合計したい (gradient all reduce sum)"),
+        ("how do I average the loss across ranks", "how do I average the loss across ranks"),
+        ("как дела у тебя сегодня", "как дела у тебя сегодня"),  # nothing the vocabulary translates
+    ],
+)
+def test_the_dense_side_reads_the_english_of_the_foreign_words_the_vocabulary_knows_beside_the_question(
+    text: str, glossed: str
+) -> None:
+    from fsdp_skill.search.query import parse_query
+
+    assert parse_query(text).dense_text == glossed
 
 
 def test_full_width_api_names_find_their_entry(lexical_index: DocsIndex) -> None:
@@ -199,16 +219,23 @@ def test_a_question_is_not_a_name_lookup_even_when_it_names_an_api(lexical_index
 
 
 @pytest.mark.parametrize(
-    "text, other_words",
-    [("как сохранить чекпоинт FSDP", 3), ("FSDPで勾配クリッピング", 2), ("NCCL タイムアウト", 1), ("fully_shard", 0)],
+    "text, foreign, translated",
+    [
+        ("как сохранить чекпоинт FSDP", 3, 2),  # как is no term of the vocabulary
+        ("FSDPで勾配クリッピング", 2, 2),
+        ("NCCL タイムアウト", 1, 1),
+        ("как дела FSDP", 2, 0),
+        ("fully_shard", 0, 0),
+    ],
 )
-def test_words_in_another_script_count_as_words_of_the_query(
-    lexical_index: DocsIndex, text: str, other_words: int
+def test_words_in_another_script_count_as_words_of_the_query_and_a_translated_one_as_partly_read(
+    lexical_index: DocsIndex, text: str, foreign: int, translated: int
 ) -> None:
     from fsdp_skill.search.query import parse_query
 
     parsed = parse_query(text, lexical_index)
-    assert parsed.other_words == other_words
+    other_words = foreign - TRANSLATED_SHARE * translated
+    assert parsed.other_words == pytest.approx(other_words)
     assert parsed.lexical_share == pytest.approx(1 - other_words / parsed.content_words)
 
 

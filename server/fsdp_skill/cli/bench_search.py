@@ -54,8 +54,10 @@ TARGETS = {
 # (label, file under tests/eval/): dev is what the ranking was developed on; "dev held-out" was written
 # after the first tuning and later read, so it is dev too; dev2 was written from the docs (mostly plain
 # language that names no API) before its rankings were looked at, then tuned on with dev; blind was written
-# from the docs before any tuning and is never read to tune (its misses are not printed); ru/ja asks in
-# Russian and Japanese; mixed ru/ja asks in Russian or Japanese around API and product names (FSDP, NCCL, DCP,
+# from the docs before any tuning and is never read to tune (its misses are not printed); ru/ja dev asks in
+# Russian and Japanese only (no Latin letter), longer questions and symptoms, written and judged from the
+# corpus (not from rankings) to tune the multilingual side on; ru/ja asks in Russian and Japanese, not tuned
+# on since ru/ja dev exists; mixed ru/ja asks in Russian or Japanese around API and product names (FSDP, NCCL, DCP,
 # fully_shard, torchrun), written and judged before the routing it measures was tuned; agent holds the
 # searches real agents made with the server as their only documentation (serve --log-queries, issue 21),
 # each judged by hand, a regression guard. Any other *.jsonl under tests/eval/ is reported too, under its
@@ -65,6 +67,7 @@ EVAL_SETS = (
     ("dev held-out", "heldout.jsonl"),
     ("dev2", "dev2.jsonl"),
     ("blind", "blind.jsonl"),
+    ("ru/ja dev", "multilingual_dev.jsonl"),
     ("ru/ja", "multilingual.jsonl"),
     ("mixed ru/ja", "mixed.jsonl"),
     ("agent", "agent.jsonl"),
@@ -444,6 +447,8 @@ def _report_quality(
             print(
                 f"    target Recall@5 >= {TARGETS['agent_recall5']} {_mark(ours.recall5 >= TARGETS['agent_recall5'])}"
             )
+        elif label == "ru/ja dev":
+            print("    the multilingual side's tuning set: no target of its own (ru/ja and mixed ru/ja have them)")
         elif label in ("ru/ja", "mixed ru/ja"):
             print(
                 f"    target Recall@5 >= {TARGETS['multilingual_recall5']} "
@@ -498,6 +503,10 @@ def _report_latency(toolbox: Toolbox, baseline: PlainBM25, queries: list[EvalQue
             f"p95 {percentile(lex_ms, 95):6.2f} ms  p99 {percentile(lex_ms, 99):6.2f} ms   "
             f"target p50 <= {TARGETS['p50_ms']} {_mark(lex_p50 <= TARGETS['p50_ms'])}"
         )
+        # The absolute target depends on how fast the machine is at that moment (the same commit measured
+        # 1.5 and 2.8 ms on this 2-core machine on one day); the ratio to plain rank-bm25 scoring, timed
+        # in this same process, does not.
+        print(f"    lexical / rank-bm25 at p50 = {lex_p50 / percentile(bm25_ms, 50):.2f}x")
     print(
         f"  rank-bm25              p50 {percentile(bm25_ms, 50):6.2f} ms  p99 {percentile(bm25_ms, 99):6.2f} ms   "
         f"(baseline scoring only; search_docs / rank-bm25 at p50 = {p50 / percentile(bm25_ms, 50):.2f}x)"

@@ -107,7 +107,11 @@ class IndexUnavailable(UserError):
 def best(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
     """The `limit` highest (rowid, score), best first; equal scores by rowid, so the cut never depends on
     the order SQLite returned them in."""
-    return heapq.nsmallest(limit, scores.items(), key=lambda item: (-item[1], item[0]))
+    # nlargest is a stable sort's first `limit` (reverse=True keeps equal items in order), so over the rowids
+    # in ascending order an equal score goes to the lower rowid; a bound-method key instead of a lambda
+    # building a tuple per item took a 490-match pool from 0.16 to 0.10 ms.
+    top = heapq.nlargest(limit, sorted(scores), key=scores.__getitem__)
+    return [(rowid, scores[rowid]) for rowid in top]
 
 
 def catalog_sha256(catalog_text: bytes) -> str:
@@ -462,6 +466,15 @@ class DocsIndex:
             if len(words) >= 2 and all(len(word) >= 2 for word in words):
                 out.append((qualified, frozenset(words)))
         return out
+
+    @cached_property
+    def name_parts_by_first(self) -> dict[str, list[tuple[str, frozenset[str]]]]:
+        """`name_parts` grouped by the alphabetically first of their words (names.prose_names checks only
+        the names whose first word the question says)."""
+        grouped: dict[str, list[tuple[str, frozenset[str]]]] = {}
+        for qualified, parts in self.name_parts:
+            grouped.setdefault(min(parts), []).append((qualified, parts))
+        return grouped
 
     def resolve_name(self, name: str) -> list[tuple[int, str]]:
         """(rank, qualified name) pairs a spelling names: 0 exact, 1 alias, 2 short name, 3 glued."""

@@ -34,6 +34,9 @@ class NameTable(Protocol):
     @property
     def name_parts(self) -> list[tuple[str, frozenset[str]]]: ...
 
+    @property
+    def name_parts_by_first(self) -> dict[str, list[tuple[str, frozenset[str]]]]: ...
+
 
 def focus(content_words: int) -> float:
     """How much a name in the query is *the* subject: 1 when the query is the name and a word or two
@@ -101,11 +104,13 @@ def prose_names(names: NameTable, words: Iterable[str]) -> list[str]:
     """
     said = said_parts(words)
     covered: dict[frozenset[str], str] = {}
-    for qualified, parts in names.name_parts:
+    # A name all of whose words are said has its alphabetically first word said: only those are checked.
+    by_first = names.name_parts_by_first
+    for qualified, parts in (entry for word in sorted(said) for entry in by_first.get(word, ())):
         if parts <= said:
             key = frozenset(part.rstrip("s") for part in parts)
             best = covered.get(key)
-            if best is None or (qualified.count("."), len(qualified)) < (best.count("."), len(best)):
+            if best is None or (qualified.count("."), len(qualified), qualified) < (best.count("."), len(best), best):
                 covered[key] = qualified
     return sorted(name for key, name in covered.items() if not any(key < other for other in covered))
 

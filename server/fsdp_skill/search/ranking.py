@@ -119,7 +119,7 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
         ranked = lexical
     else:
         allowed = None if kind is None else set(index.rowids_of_kind(kind))
-        nearest = dense.nearest(semantic.Encoder.query(parsed.normalized), allowed, semantic.DENSE_DEPTH)
+        nearest = dense.nearest(semantic.Encoder.query(parsed.dense_text), allowed, semantic.DENSE_DEPTH)
         keys.update(index.doc_keys([rowid for rowid in nearest if rowid not in keys]))
         fused = semantic.fuse([rowid for rowid, _ in lexical], nearest, parsed.lexical_share)
         keys.update(index.doc_keys([rowid for rowid in fused if rowid not in keys]))
