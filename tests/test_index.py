@@ -578,9 +578,12 @@ GATES = {
     # became documents and compete for the top ranks; the blind set's expected answers predate them and, blind,
     # may not be re-judged (measured at the change: lexical 0.714 / 0.560, semantic 0.802 / 0.620).
     ("blind.jsonl", "lexical"): (0.70, 0.55),
-    ("queries.jsonl", "semantic"): (0.97, 0.89),
-    ("dev2.jsonl", "semantic"): (0.79, 0.67),
-    ("blind.jsonl", "semantic"): (0.78, 0.61),
+    # Semantic gates raised with the parameter lift (ranking.add_parameter_matches, tuned on dev / dev2): dev
+    # 0.974 / 0.896 -> 0.974 / 0.903, dev2 0.795 / 0.678 -> 0.811 / 0.684; blind, never tuned on, moved with them
+    # (0.780 / 0.612 -> 0.802 / 0.625).
+    ("queries.jsonl", "semantic"): (0.97, 0.90),
+    ("dev2.jsonl", "semantic"): (0.81, 0.68),
+    ("blind.jsonl", "semantic"): (0.80, 0.62),
     # Raised when the vocabulary's translations grew from 41 to 132 general terms and the dense side read their
     # English beside the question (ParsedQuery.dense_text), tuned on multilingual_dev.jsonl only: ru/ja dev
     # semantic 0.583 / 0.434 -> 0.722 / 0.585, lexical 0.389 / 0.321 -> 0.583 / 0.481; ru/ja 0.833 / 0.585 ->

@@ -25,6 +25,13 @@ def scores(index, query: str) -> dict[int, float]:
     return dict(ranking.lexical_ranking(index, parse_query(query, index), None)[0])
 
 
+@pytest.fixture(autouse=True)
+def without_parameter_lift(request, monkeypatch) -> None:
+    """The parameter lift adds to scores like proximity: off, unless a test is about it."""
+    if "parameter" not in request.node.name:
+        monkeypatch.setattr(ranking, "PARAMETER_WEIGHT", 0.0)
+
+
 def test_scope_boost_lifts_documents_of_the_topic_an_abbreviation_names_and_nothing_else(index, monkeypatch) -> None:
     monkeypatch.setattr(ranking, "PROXIMITY_WEIGHT", 0.0)  # additive, scaled by the best score: not a factor
     query = "reduce precision across ranks in FSDP2"
@@ -209,3 +216,36 @@ def test_a_question_is_not_matched_against_torchs_messages_and_a_pasted_error_is
     found = committed_index.docs(list(committed_index.message_matches(parsed.message_expression())))
     assert "torch.distributed.send" in {d.symbol for d in found.values()}
 
+
+
+def test_a_parameter_row_of_its_own_scores_what_one_parameter_does_and_belongs_to_its_entry(committed_index) -> None:
+    found = committed_index.parameter_matches('"timeout" OR "collective"')
+    symbols = {d.symbol: found[r] for r, d in committed_index.docs(list(found)).items()}
+    assert "torch.distributed.init_process_group" in symbols and all(s > 0 for s in symbols.values())
+    # Only API entries have parameter rows, and a torch-private parameter (`_ranks`) has none.
+    assert {d.kind for d in committed_index.docs(list(found)).values()} == {"api"}
+    assert not committed_index.parameter_matches('"_ranks"')
+
+
+def test_a_question_describing_a_parameter_lifts_the_entry_that_takes_it_in_semantic_mode_only(
+    committed_index, monkeypatch
+) -> None:
+    # dev2: PostLocalSGDOptimizer's `averager` is "A model averager instance to run post-localSGD algorithm."
+    question = "average model weights every few steps instead of all-reducing every step"
+    expected = "torch.distributed.optim.PostLocalSGDOptimizer"
+    parsed = parse_query(question, committed_index)
+    lifted = dict(ranking.lexical_ranking(committed_index, parsed, None, proximity=True)[0])
+    monkeypatch.setattr(ranking, "PARAMETER_WEIGHT", 0.0)
+    flat = dict(ranking.lexical_ranking(committed_index, parsed, None, proximity=True)[0])
+    rowid = next(r for r, d in committed_index.docs(list(lifted)).items() if d.symbol == expected)
+    assert lifted[rowid] > flat.get(rowid, 0.0)
+    if committed_index.dense is not None:  # the whole search: into the top 5 with the lift, not without
+        monkeypatch.setattr(ranking, "PARAMETER_WEIGHT", 0.05)
+        assert expected in [h.doc.symbol for h in ranking.search(committed_index, question, 5)]
+        monkeypatch.setattr(ranking, "PARAMETER_WEIGHT", 0.0)
+        assert expected not in [h.doc.symbol for h in ranking.search(committed_index, question, 5)]
+    # Lexical mode (no proximity) and a question in another script go without it.
+    monkeypatch.setattr(ranking, "PARAMETER_WEIGHT", 0.05)
+    lexical = dict(ranking.lexical_ranking(committed_index, parsed, None, proximity=False)[0])
+    monkeypatch.setattr(ranking, "PARAMETER_WEIGHT", 0.0)
+    assert lexical == dict(ranking.lexical_ranking(committed_index, parsed, None, proximity=False)[0])

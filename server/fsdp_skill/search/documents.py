@@ -39,6 +39,8 @@ class Document:
     anchors: str = ""  # what other documents say about this API (search/anchors.py), lower weight
     params: str = ""  # an API entry's parameters: names, their parts, descriptions (below the summary)
     messages: str = ""  # the error and warning messages torch raises in it, or that a pitfall quotes
+    # An API entry's public parameters, one (name with its parts, description) each: rows of params_fts.
+    parameters: tuple[tuple[str, str], ...] = ()
     prior: float = 1.0  # OUTPUT_PRIOR for a section of bare command output, SUPERSEDED_PRIOR (API), else 1
 
     def fts_row(self) -> tuple[str, ...]:
@@ -190,6 +192,16 @@ def parameter_text(entry: ApiEntry) -> str:
     )
 
 
+def parameter_rows(entry: ApiEntry) -> tuple[tuple[str, str], ...]:
+    """(name and its parts, description) of each public parameter (a leading `_` is torch's own): a short
+    row of its own, so a question about what one parameter does meets it without the length of its entry."""
+    return tuple(
+        (" ".join([p.name, *identifier_parts(p.name)]), p.description or "")
+        for p in entry.parameters
+        if not p.name.startswith("_")
+    )
+
+
 def _same_text(a: str, b: str) -> bool:
     return " ".join(a.split()).strip("`*_ ") == " ".join(b.split()).strip("`*_ ")
 
@@ -214,6 +226,7 @@ def _api_document(entry: ApiEntry, anchors: list[str]) -> Document:
         payload=entry.model_dump(mode="json"),
         anchors="\n".join(anchors),
         params=parameter_text(entry),
+        parameters=parameter_rows(entry),
         messages="\n".join(entry.messages),
         prior=SUPERSEDED_PRIOR if is_superseded(entry) else 1.0,
     )

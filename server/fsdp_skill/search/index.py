@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog
     from fsdp_skill.search.documents import Document
 
-INDEX_SCHEMA = 8  # bump whenever build_index writes different content for the same catalog
+INDEX_SCHEMA = 9  # bump whenever build_index writes different content for the same catalog
 # bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts,
 # anchors (what other documents say about an API: search/anchors.py; below the entry's own words).
 # Measured on dev and dev2 (issue 11): keys at 2 rather than 4 and body parts at 1 rather than 0.5 raised
@@ -90,6 +90,11 @@ INSERT INTO docs_fts(docs_fts, rank) VALUES('rank', 'bm25({", ".join(map(str, CO
 -- Only the documents that have messages (a few hundred short rows): a phrase query here reads little.
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     messages, content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
+-- One row per public parameter of an API entry (its name with the name's parts, its description), and the
+-- entry each belongs to: a short row, so bm25 scores what one parameter does without its entry's length.
+CREATE VIRTUAL TABLE params_fts USING fts5(
+    name, description, content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
+CREATE TABLE param_docs(rowid INTEGER PRIMARY KEY, doc INTEGER NOT NULL);
 """
 
 
@@ -160,6 +165,7 @@ def build_index(
                 _write_vectors(conn, documents, previous if previous is not None else path)
             conn.execute("INSERT INTO docs_fts(docs_fts) VALUES('optimize')")
             conn.execute("INSERT INTO messages_fts(messages_fts) VALUES('optimize')")
+            conn.execute("INSERT INTO params_fts(params_fts) VALUES('optimize')")
             conn.execute("COMMIT")
             conn.execute("VACUUM")
         finally:
@@ -210,6 +216,11 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
         )
         if doc.messages:
             conn.execute("INSERT INTO messages_fts(rowid, messages) VALUES (?, ?)", (rowid, doc.messages))
+        for name, description in doc.parameters:
+            param = conn.execute("INSERT INTO param_docs(doc) VALUES (?)", (rowid,)).lastrowid
+            conn.execute(
+                "INSERT INTO params_fts(rowid, name, description) VALUES (?, ?, ?)", (param, name, description)
+            )
 
     names: dict[tuple[str, str], int] = {}
 
@@ -279,11 +290,11 @@ def index_content_digest(path: Path) -> str:
     conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
     try:
         digest = hashlib.sha256()
-        for table in ("meta", "docs", "names", "refs", "anchors", "vectors"):
+        for table in ("meta", "docs", "names", "refs", "anchors", "vectors", "param_docs"):
             for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2"):
                 digest.update(repr(row).encode())
         # The inverted index itself, as FTS5 sees it: every (term, column, doc count, hit count).
-        for table in ("docs_fts", "messages_fts"):
+        for table in ("docs_fts", "messages_fts", "params_fts"):
             conn.execute(f"CREATE VIRTUAL TABLE temp.vocab_{table} USING fts5vocab(main, {table}, 'row')")
             for row in conn.execute(f"SELECT term, doc, cnt FROM temp.vocab_{table} ORDER BY term"):
                 digest.update(repr(row).encode())
@@ -391,6 +402,20 @@ class DocsIndex:
         rows = self._all("SELECT rowid, rank FROM messages_fts WHERE messages_fts MATCH ?", (match,))
         keys = self._doc_keys
         return {rowid: -score for rowid, score in rows if kind is None or keys[rowid][0] == kind}
+
+    def parameter_matches(self, match: str) -> dict[int, float]:
+        """rowid of an API entry → bm25 of its best-matching parameter (positive, higher is better)."""
+        rows = self._all("SELECT rowid, rank FROM params_fts WHERE params_fts MATCH ?", (match,))
+        owner = self._param_docs
+        found: dict[int, float] = {}
+        for param, rank in rows:
+            doc = owner[param]
+            found[doc] = max(found.get(doc, 0.0), -rank)
+        return found
+
+    @cached_property
+    def _param_docs(self) -> dict[int, int]:
+        return dict(self._all("SELECT rowid, doc FROM param_docs"))
 
     def candidates(self, match: str, kind: str | None, limit: int) -> list[tuple[int, float]]:
         """The `limit` best (rowid, bm25) for a MATCH expression, best first; equal scores by rowid."""
