@@ -221,10 +221,10 @@ def add_message_matches(index: DocsIndex, parsed: ParsedQuery, kind: str | None,
 
 
 def add_parameter_matches(index: DocsIndex, parsed: ParsedQuery, scored: dict[int, float], keys: Keys) -> None:
-    """Lift (or add) the API entries one of whose parameters the query describes ("how long a collective may
-    wait before timing out" is init_process_group's `timeout`): a parameter is a short row of its own in
-    params_fts, so a long entry is not lost to bm25's length normalisation. Scaled to the best candidate,
-    like the message lift. Semantic mode only, as proximity (its query costs about 0.25 ms; lexical mode
+    """Lift (or add) the API entries one of whose parameters the query describes ("average model weights every
+    few steps" is PostLocalSGDOptimizer's `averager`, "A model averager instance …"): a parameter is a short
+    row of its own in params_fts, so a long entry is not lost to bm25's length normalisation. Scaled to the
+    best candidate, like the message lift. Semantic mode only, as proximity (its query costs about 0.25 ms; lexical mode
     has no room for it), and not for a question in another script: there the lexical terms are a few
     translated words, weak evidence of one parameter."""
     if not scored:
