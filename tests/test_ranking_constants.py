@@ -22,14 +22,13 @@ def index(tmp_path_factory: pytest.TempPathFactory):
 
 
 def scores(index, query: str) -> dict[int, float]:
-    return dict(ranking.lexical_ranking(index, parse_query(query, index), None)[0])
-
-
-@pytest.fixture(autouse=True)
-def without_parameter_lift(request, monkeypatch) -> None:
-    """The parameter lift adds to scores like proximity: off, unless a test is about it."""
-    if "parameter" not in request.node.name:
-        monkeypatch.setattr(ranking, "PARAMETER_WEIGHT", 0.0)
+    """Lexical scores as semantic mode computes them (proximity on), without the parameter lift: it adds to
+    scores like proximity, and the tests using this pin other constants."""
+    saved, ranking.PARAMETER_WEIGHT = ranking.PARAMETER_WEIGHT, 0.0
+    try:
+        return dict(ranking.lexical_ranking(index, parse_query(query, index), None)[0])
+    finally:
+        ranking.PARAMETER_WEIGHT = saved
 
 
 def test_scope_boost_lifts_documents_of_the_topic_an_abbreviation_names_and_nothing_else(index, monkeypatch) -> None:

@@ -32,9 +32,6 @@ class NameTable(Protocol):
     def resolve_name(self, name: str) -> list[tuple[int, str]]: ...
 
     @property
-    def name_parts(self) -> list[tuple[str, frozenset[str]]]: ...
-
-    @property
     def name_parts_by_first(self) -> dict[str, list[tuple[str, frozenset[str]]]]: ...
 
 

@@ -210,14 +210,7 @@ def add_message_matches(index: DocsIndex, parsed: ParsedQuery, kind: str | None,
     """Lift (or add) the documents holding an error message that shares runs of three words with the query:
     a pasted "… must have the same mesh, but got …" reaches the pitfall and the entry that raise it. Scaled
     to the best candidate, like proximity, so it is independent of bm25's query-dependent scale."""
-    found = index.message_matches(parsed.message_expression(), kind)
-    top = max(found.values(), default=0.0)
-    if top <= 0.0:
-        return
-    scale = MESSAGE_WEIGHT * max(scored.values(), default=1.0) / top
-    keys.update(index.doc_keys([rowid for rowid in found if rowid not in keys]))
-    for rowid, s in found.items():
-        scored[rowid] = scored.get(rowid, 0.0) + scale * s
+    _add_scaled(index, index.message_matches(parsed.message_expression(), kind), MESSAGE_WEIGHT, scored, keys)
 
 
 def add_parameter_matches(index: DocsIndex, parsed: ParsedQuery, scored: dict[int, float], keys: Keys) -> None:
@@ -227,13 +220,17 @@ def add_parameter_matches(index: DocsIndex, parsed: ParsedQuery, scored: dict[in
     best candidate, like the message lift. Semantic mode only, as proximity (its query costs about 0.25 ms; lexical mode
     has no room for it), and not for a question in another script: there the lexical terms are a few
     translated words, weak evidence of one parameter."""
-    if not scored:
-        return
-    found = index.parameter_matches(parsed.match_expression())
+    if scored:
+        _add_scaled(index, index.parameter_matches(parsed.match_expression()), PARAMETER_WEIGHT, scored, keys)
+
+
+def _add_scaled(index: DocsIndex, found: dict[int, float], weight: float, scored: dict[int, float], keys: Keys) -> None:
+    """Add `found` (rowid → score of a side query) to `scored`, its best at `weight` × the best candidate's
+    score (1 when there is none), adding the documents it brings and their keys."""
     top = max(found.values(), default=0.0)
     if top <= 0.0:
         return
-    scale = PARAMETER_WEIGHT * max(scored.values()) / top
+    scale = weight * max(scored.values(), default=1.0) / top
     keys.update(index.doc_keys([rowid for rowid in found if rowid not in keys]))
     for rowid, s in found.items():
         scored[rowid] = scored.get(rowid, 0.0) + scale * s
