@@ -57,6 +57,11 @@ LEXICAL_DEPTH = 30
 # their names in words (embedding_text), depth 10 and weight 0.3 gave 0.862 / 0.679, depth 20 and weight
 # 0.35 gave 0.878 / 0.706 (with the old embedding text: 0.871 / 0.672 and 0.872 / 0.698); depth 15-30 at
 # 0.35 is a plateau, 0.4-0.5 lowers dev, and a sharper dense term (1/(5 + rank)) or a larger RRF_K lowers both.
+# Measured again in issue 21 (dev / dev2 semantic Recall@5 / MRR, 0.974 / 0.903 and 0.811 / 0.693 as set here),
+# none taken: DENSE_DEPTH 40 or 100, dev unchanged, dev2 0.803 / 0.698; LEXICAL_DEPTH 60, no set moved but ru/ja
+# dev MRR (0.591 -> 0.596); the dense weight scaled by how flat the lexical scores are (10th / 1st, median
+# 0.58), dev MRR 0.890 at either strength tried (dev2 Recall@5 0.826); every candidate's min-max scaled cosine
+# added to its fused score (at 0.01 and 0.03), dev MRR 0.896 and 0.894.
 DENSE_DEPTH = 20
 DENSE_WEIGHT = 0.35
 RRF_K = 10
@@ -95,7 +100,10 @@ def embedding_text(
     the prose past PROSE_CHARS (max similarity), an API entry's name and summary alone. Also not taken:
     embedding an example as its API's name and summary instead of "Example 2 of …": it raised dense-only
     MRR (0.718 / 0.599) but not the fused ranking, and it made each example a near-copy of its API entry,
-    crowding the dense-only ranking that non-Latin questions get (ru/ja Recall@5 0.778 -> 0.667).
+    crowding the dense-only ranking that non-Latin questions get (ru/ja Recall@5 0.778 -> 0.667). Nor (issue
+    21) a vector per public parameter of an API entry, the entry scored by its best vector less a margin:
+    at margin 0 dev fused MRR 0.903 -> 0.892 and ru/ja dev 0.591 -> 0.550, at 0.02 and 0.04 no set moved
+    but dev2 (0.693 -> 0.698 at 0.02); 1,203 more vectors to embed (94 s on the 2-core machine).
     """
     if kind == "api" and symbol:
         title = f"{name_words(symbol)} ({symbol})"
