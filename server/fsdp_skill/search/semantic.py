@@ -57,12 +57,14 @@ LEXICAL_DEPTH = 30
 # their names in words (embedding_text), depth 10 and weight 0.3 gave 0.862 / 0.679, depth 20 and weight
 # 0.35 gave 0.878 / 0.706 (with the old embedding text: 0.871 / 0.672 and 0.872 / 0.698); depth 15-30 at
 # 0.35 is a plateau, 0.4-0.5 lowers dev, and a sharper dense term (1/(5 + rank)) or a larger RRF_K lowers both.
-# Measured again in issue 21 (dev / dev2 semantic Recall@5 / MRR, 0.974 / 0.903 and 0.811 / 0.693 as set here),
-# none taken: DENSE_DEPTH 40 or 100, dev unchanged, dev2 0.803 / 0.699 and 0.803 / 0.698, agent MRR 0.917 ->
-# 0.903; LEXICAL_DEPTH 60, no set moved but ru/ja dev MRR (0.591 -> 0.596); the dense weight scaled by how flat
-# the lexical scores are (10th / 1st, median 0.58), dev MRR 0.890 at either strength tried (dev2 Recall@5
-# 0.826); every candidate's min-max scaled cosine added to its fused score (at 0.01 and 0.03), dev MRR 0.896 and
-# 0.894.
+# Measured again in issue 21 (dev / dev2 semantic Recall@5 / MRR, 0.974 / 0.903 and 0.811 / 0.693 as set here,
+# on one machine; the same code and stored vectors give dev2 0.811 / 0.684 on another, as in PARAMETER_WEIGHT's
+# record in ranking.py: the query's embedding and dot products, computed at search time, differ slightly by CPU
+# and library kernels), none taken:
+# DENSE_DEPTH 40 or 100, dev unchanged, dev2 0.803 / 0.699 and 0.803 / 0.698, agent MRR 0.917 -> 0.903;
+# LEXICAL_DEPTH 60, no set moved but ru/ja dev MRR (0.591 -> 0.596); the dense weight scaled by how flat the
+# lexical scores are (10th / 1st, median 0.58), dev MRR 0.890 at either strength tried (dev2 Recall@5 0.826);
+# every candidate's min-max scaled cosine added to its fused score (at 0.01 and 0.03), dev MRR 0.896 and 0.894.
 DENSE_DEPTH = 20
 DENSE_WEIGHT = 0.35
 RRF_K = 10
