@@ -45,6 +45,24 @@ def shutdown(code: int = 0) -> None:
     sys.exit(code)
 
 
+# The runner (fsdp_skill.verify.patterns.SKIP_MARKER) reads this line: the row is skipped, with the reason.
+SKIP_MARKER = "SKIP-ON-THIS-TORCH:"
+
+
+def torch_release() -> tuple[int, int]:
+    """(major, minor) of the running torch: 2.15.0+cu132 -> (2, 15)."""
+    major, minor = torch.__version__.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+def skip_unless(condition: bool, reason: str) -> None:
+    """End the check as skipped when `condition` is false: this torch lacks what the claim is about (a name
+    that does not exist there yet). Call it before init(); every rank prints the marker and exits 0."""
+    if not condition:
+        print(f"{SKIP_MARKER} {reason} (torch {torch.__version__})", flush=True)
+        sys.exit(0)
+
+
 def say(message: str) -> None:
     """Print once (rank 0), so the runner's output shows what was measured."""
     if not dist.is_initialized() or dist.get_rank() == 0:

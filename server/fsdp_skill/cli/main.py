@@ -94,6 +94,16 @@ def _add_history(sub: argparse._SubParsersAction) -> None:
     w.set_defaults(handler="fsdp_skill.cli.history:cli_what_changed")
 
 
+def _add_releases(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("releases", help="the release matrix: every claim check and pattern run on each torch release "
+                       "(2.6 to the pin) in a throwaway venv")
+    p.add_argument("--run", action="store_true", help="install each release and run its missing or stale rows "
+                   "(resumable; one venv at a time, removed after)")
+    p.add_argument("--release", action="append", metavar="X.Y.Z", help="only this release (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the matrix as JSON")
+    p.set_defaults(handler="fsdp_skill.cli.releases:cli_releases")
+
+
 def _add_api(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("api", help="list every public name with its one-line summary, by module (the list_api tool)")
     p.add_argument("--module", help="only this module and its submodules (torch.distributed.checkpoint, dcp, dist)")
@@ -178,6 +188,8 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     lim.add_argument("--idle", type=float, default=3.0, help="the server's session idle timeout, seconds (default 3)")
     lim.add_argument("--skip-sessions", action="store_true", help="only the get_api latency")
     lim.set_defaults(handler="fsdp_skill.cli.bench_limits:cli_bench_limits")
+    rel = bsub.add_parser("releases", help="the release matrix's wall time per release and peak disk")
+    rel.set_defaults(handler="fsdp_skill.cli.releases:cli_bench_releases")
 
 
 class _VersionAction(argparse.Action):
@@ -211,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_search,
         _add_show,
         _add_history,
+        _add_releases,
         _add_api,
         _add_serve,
         _add_verify,

@@ -428,10 +428,24 @@ def run_pattern(
     if returncode is None:
         result["reason"] = f"timed out after {timeout:g} s; killed torchrun and its ranks"
     elif returncode == 0:
-        result["status"] = "passed"
+        skipped = _skip_marker(output)
+        result["status"], result["reason"] = ("skipped", skipped) if skipped else ("passed", "")
     else:
         result["reason"] = failure_reason(output, returncode)
     return result
+
+
+# A check about something a torch release lacks ends with this line and exit 0 (assets/checks/_dist.py
+# `skip_unless`, which spells the same marker): the row is skipped with its reason, never passed or failed.
+SKIP_MARKER = "SKIP-ON-THIS-TORCH:"
+
+
+def _skip_marker(output: str) -> str | None:
+    for line in output.splitlines():
+        head, _, reason = line.partition(SKIP_MARKER)
+        if _ and not head.strip(" []0-9:"):  # torchrun may prefix a rank tag like "[0]:"
+            return reason.strip() or "skipped by the check on this torch"
+    return None
 
 
 def _run_launcher(command: list[str], world_size: int, backend: str, timeout: float) -> tuple[bytes, int | None]:
