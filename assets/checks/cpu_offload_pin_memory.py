@@ -1,13 +1,16 @@
 """
 name: cpu-offload-pin-memory
-claim: On a CPU-only machine CPUOffloadPolicy() (pin_memory=True, the default) raises "Cannot access accelerator device"; CPUOffloadPolicy(pin_memory=False) trains on gloo.
+claim: On a machine without a GPU, CPUOffloadPolicy() (pin_memory=True, the default) raises in fully_shard: "Found no NVIDIA driver on your system" with a CUDA build of torch (the package registry's Linux default), "Cannot access accelerator device" with a CPU build; CPUOffloadPolicy(pin_memory=False) trains on gloo with either.
 backs: pitfalls
 world_size: 2
 mutant: pinned-works-on-cpu: `fully_shard(Stack(), offload_policy=CPUOffloadPolicy())` -> `fully_shard(Stack(), offload_policy=CPUOffloadPolicy(pin_memory=False))`
+mutant: cpu-build-message-on-a-cuda-build: `PIN_ERROR = "Found no NVIDIA driver" if torch.version.cuda else "Cannot access accelerator device"` -> `PIN_ERROR = "Cannot access accelerator device" if torch.version.cuda else "Found no NVIDIA driver"`
 mutant: default-policy-on-root: `fully_shard(model, offload_policy=CPUOffloadPolicy(pin_memory=False))` -> `fully_shard(model, offload_policy=CPUOffloadPolicy())`
 
 Pinning host memory needs an accelerator. Without one, only the default `pin_memory=True`
-fails, in `fully_shard` itself; `CPUOffloadPolicy(pin_memory=False)` shards, trains and keeps the sharded
+fails, in `fully_shard` itself, and how depends on the build: a CUDA build (what `pip install torch`
+gives on Linux, on login nodes and CI runners too) asks the CUDA runtime and gets "Found no NVIDIA
+driver"; a CPU build says "Cannot access accelerator device". The release matrix runs both kinds; `CPUOffloadPolicy(pin_memory=False)` shards, trains and keeps the sharded
 parameters and gradients on the CPU.
 """
 
@@ -16,13 +19,15 @@ import torch.nn as nn
 from _dist import Stack, batches, init, say, shutdown
 from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 
+# What pinning without an accelerator raises depends on the build, not on the release.
+PIN_ERROR = "Found no NVIDIA driver" if torch.version.cuda else "Cannot access accelerator device"
 init()
 if not torch.accelerator.is_available():
     try:
         fully_shard(Stack(), offload_policy=CPUOffloadPolicy())  # raises here, when it pins the shards
         raise AssertionError("pin_memory=True worked without an accelerator")
     except RuntimeError as exc:
-        assert "Cannot access accelerator device" in str(exc), exc
+        assert PIN_ERROR in str(exc), exc
 
 torch.manual_seed(0)
 model = Stack()
@@ -41,5 +46,5 @@ for _ in range(10):
     losses.append(loss.item())
 assert all(p.device.type == "cpu" for p in model.parameters())
 assert losses[-1] < losses[0], losses
-say(f"pin_memory=True without an accelerator raises; pin_memory=False trains: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+say(f"pin_memory=True without an accelerator raises ({PIN_ERROR}, torch {torch.__version__}); pin_memory=False trains: loss {losses[0]:.4f} -> {losses[-1]:.4f}")
 shutdown()

@@ -4,7 +4,7 @@ claim: init_process_group(device_id=...) binds the group to that GPU and creates
 backs: pitfalls
 world_size: 2
 requires: cuda
-rests_on: torch/distributed/distributed_c10d.py:2335 `eager_backend.eager_connect_single_device(device_id)`
+rests_on: torch/distributed/distributed_c10d.py:3206 `eager_backend.eager_connect_single_device(device_id)`
 mutant: init-sets-device: `dist.init_process_group("nccl", device_id=device)  # no set_device on purpose` -> `dist.init_process_group("nccl", device_id=device) or torch.cuda.set_device(device)`
 mutant: lazy-init: `dist.init_process_group("nccl", device_id=device)  # no set_device on purpose` -> `dist.init_process_group("nccl")`
 

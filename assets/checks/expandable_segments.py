@@ -4,7 +4,7 @@ claim: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, set before the first CU
 backs: tuning
 world_size: 1
 requires: cuda
-rests_on: torch/cuda/memory.py:1197 `return torch._C._accelerator_setAllocatorSettings(env)`
+rests_on: torch/cuda/memory.py:1305 `return torch._C._accelerator_setAllocatorSettings(env)`
 mutant: not-expandable: `= "expandable_segments:True"` -> `= "expandable_segments:False"`
 
 The variable is read by the C++ caching allocator (the same settings string that

@@ -1,11 +1,12 @@
 """
 name: migration-map-names
-claim: The FSDP1 -> FSDP2 migration map's API rows behave as stated in torch 2.13: FSDP1 wraps (names gain `_fsdp_wrapped_module.`) while fully_shard swaps the class in place and keeps the names (its full state dict loads into the plain model); fully_shard has no use_orig_params or auto_wrap_policy; ignored_params stay unsharded; DeviceMesh.from_group shards over an existing group; MixedPrecisionPolicy has the four fields; FSDP1's state_dict_type warns FutureWarning.
+claim: The FSDP1 -> FSDP2 migration map's API rows behave as stated in torch 2.13: FSDP1 wraps (names gain `_fsdp_wrapped_module.`) while fully_shard swaps the class in place and keeps the names (its full state dict loads into the plain model); fully_shard has no use_orig_params or auto_wrap_policy; ignored_params stay unsharded; DeviceMesh.from_group shards over an existing group; MixedPrecisionPolicy has the four fields (2.15 adds param_dtype_override_fn); FSDP1's state_dict_type warns FutureWarning.
 backs: migration-map
 world_size: 2
 requires: stated-ranks
 mutant: names-from-the-wrapper: `fsdp2_names = [n for n, _ in model.named_parameters()]` -> `fsdp2_names = [n for n, _ in fsdp1.named_parameters()]`
 mutant: nothing-ignored: `ignored_params={model.head.bias}` -> `ignored_params=set()`
+mutant: no-new-field-on-215: `if torch_release() >= (2, 15):` -> `if torch_release() >= (2, 16):`
 mutant: mesh-of-a-subgroup: `DeviceMesh.from_group(dist.group.WORLD, "cpu")` -> `DeviceMesh.from_group(dist.new_group([dist.get_rank()]), "cpu")`
 
 Each row of the map in assets/patterns/fsdp1_to_fsdp2_migration.py that names an API, checked
@@ -18,7 +19,8 @@ by what it does, not only that the name exists:
 - `ignored_params={...}` leaves that parameter a plain full tensor, the others DTensors;
 - `DeviceMesh.from_group(pg, "cpu")` (FSDP1's `process_group=`): fully_shard on it shards each
   parameter over the group's ranks (half a weight per rank here);
-- MixedPrecisionPolicy's fields are param_dtype, reduce_dtype, output_dtype, cast_forward_inputs;
+- MixedPrecisionPolicy's fields are param_dtype, reduce_dtype, output_dtype, cast_forward_inputs (2.15 adds
+  param_dtype_override_fn);
 - FSDP1's `state_dict_type` warns FutureWarning (use get_state_dict / set_state_dict).
 """
 
@@ -27,7 +29,7 @@ import warnings
 
 import torch
 import torch.distributed as dist
-from _dist import Stack, init, say, shutdown
+from _dist import Stack, init, say, shutdown, torch_release
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import (
@@ -81,8 +83,10 @@ fully_shard(on_group, mesh=mesh)
 weight = on_group.inp.weight
 assert weight.device_mesh.size() == world and weight.to_local().shape[0] == 16 // world, weight.to_local().shape
 
-assert {f.name for f in dataclasses.fields(MixedPrecisionPolicy)} == {
-    "param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"}
+MP_FIELDS = {"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs"}
+if torch_release() >= (2, 15):  # 2.15 adds a per-parameter param_dtype: param_dtype_override_fn
+    MP_FIELDS.add("param_dtype_override_fn")
+assert {f.name for f in dataclasses.fields(MixedPrecisionPolicy)} == MP_FIELDS, dataclasses.fields(MixedPrecisionPolicy)
 model(torch.randn(4, 16)).sum().backward()
 say(f"FSDP1 wraps (prefix _fsdp_wrapped_module.); FSDP2 class {type(model).__name__} keeps {len(names)} names, "
     "its full state dict loads strict into the plain model; use_orig_params/auto_wrap_policy raise TypeError; "

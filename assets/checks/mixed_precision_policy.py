@@ -7,7 +7,7 @@ mutant: bf16-reduction: `reduce_dtype=torch.float32)` -> `reduce_dtype=torch.bfl
 mutant: fp32-compute: `param_dtype=torch.bfloat16,` -> `param_dtype=torch.float32,`
 
 Inside forward the all-gathered weights are bf16 (so is the matmul output). The gradient
-reduction is observed where FSDP2 issues it: `dist.reduce_scatter_single` (called by
+reduction is observed where FSDP2 issues it: `dist.reduce_scatter_single` (`reduce_scatter_tensor` before 2.13; called by
 `torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py`, wrapped here) receives fp32
 inputs on every module, so the sum over ranks is not rounded to bf16. The stored shards, the
 gradients and the optimizer's view stay fp32. `model.half()` instead converts the only copy
@@ -24,16 +24,18 @@ halved = Stack().half()
 assert all(p.dtype == torch.float16 for p in halved.parameters())  # nothing fp32 is left
 
 reduced: list[torch.dtype] = []
-_reduce_scatter_single = dist.reduce_scatter_single
+# The collective FSDP2 reduces gradients with: reduce_scatter_single from 2.13, reduce_scatter_tensor before.
+REDUCE = "reduce_scatter_single" if hasattr(dist, "reduce_scatter_single") else "reduce_scatter_tensor"
+_reduce_scatter = getattr(dist, REDUCE)
 
 
 def recording(*args, **kwargs):
     """FSDP2's gradient reduce-scatter: record the dtype it sums in."""
     reduced.append((kwargs["input"] if "input" in kwargs else args[1]).dtype)
-    return _reduce_scatter_single(*args, **kwargs)
+    return _reduce_scatter(*args, **kwargs)
 
 
-dist.reduce_scatter_single = recording
+setattr(dist, REDUCE, recording)
 
 model = Stack()
 policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)

@@ -7,18 +7,20 @@ requires: gloo
 tags: fsdp2, fully_shard, CPUOffloadPolicy, cpu offload, pin_memory, gloo, cpu, testing
 mutant: default-pinned-policy: `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy(pin_memory=False))` -> `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy())`
 
-`CPUOffloadPolicy()` pins host memory, which needs an accelerator: on a CPU-only machine
-`fully_shard` raises "Cannot access accelerator device when none is available".
+`CPUOffloadPolicy()` pins host memory, which needs an accelerator: on a machine without a GPU
+`fully_shard` raises, "Found no NVIDIA driver on your system" with a CUDA build of torch (what
+`pip install torch` gives on Linux) or "Cannot access accelerator device when none is available"
+with a CPU build.
 `CPUOffloadPolicy(pin_memory=False)` works there, so offloading code can be exercised in
 CPU-only tests and CI on gloo. (On a CPU-only machine nothing moves: parameters already
 live on the CPU; the point is running the same code path. For real offloading from the
 GPU see the cpu-offload pattern.)
 
-Asserted: `fully_shard(..., offload_policy=CPUOffloadPolicy())` raises that error here (on a
+Asserted: `fully_shard(..., offload_policy=CPUOffloadPolicy())` raises the error of this build here (on a
 machine without an accelerator), the offloaded model's sharded parameters, gradients and
 optimizer state are on the CPU, and its losses equal those of the same model sharded
-without offload. `CPUOffloadPolicy.pin_memory` defaults to True in torch 2.13
-(torch/distributed/fsdp/_fully_shard/_fsdp_api.py:199).
+without offload. `CPUOffloadPolicy.pin_memory` defaults to True
+(torch/distributed/fsdp/_fully_shard/_fsdp_api.py, `pin_memory: bool = True`).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/cpu_offload_gloo.py
 """
@@ -73,7 +75,9 @@ def main() -> None:
         try:
             fully_shard(copy.deepcopy(base), offload_policy=CPUOffloadPolicy())
         except RuntimeError as exc:
-            assert "Cannot access accelerator device when none is available" in str(exc), exc
+            # The error depends on the build: CUDA builds (the registry's Linux default) ask the CUDA runtime.
+            want = "Found no NVIDIA driver" if torch.version.cuda else "Cannot access accelerator device"
+            assert want in str(exc), exc
         else:
             raise AssertionError("CPUOffloadPolicy() (pin_memory=True) worked without an accelerator")
     offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy(pin_memory=False))

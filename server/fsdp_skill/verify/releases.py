@@ -48,7 +48,6 @@ VENV_PREFIX = "fsdp-skill-release-"
 PATTERN_PREFIX = "pattern:"
 STATUSES = ("passed", "failed", "skipped")
 INSTALL_TIMEOUT_S = 1800.0
-RUN_TIMEOUT_S = 3600.0
 
 Row = dict[str, Any]
 Progress = Callable[[str], None]
@@ -152,28 +151,40 @@ print(json.dumps({"torch": torch.__version__, "build": f"{torch.__version__} ({k
 """
 
 
-def _verify(venv: Path, root: Path, flag: str, ids: list[str], out: Path) -> list[Row]:
-    """Run verify_examples.py in the venv for these ids; the rows of its JSON report."""
+def _verify(venv: Path, root: Path, flag: str, ids: list[str], out: Path, progress: Progress) -> list[Row]:
+    """Run verify_examples.py in the venv for these ids (its per-row lines go to `progress`); its report's rows."""
     command = [str(venv / "bin" / "python"), str(root / "scripts" / "verify_examples.py"), flag, "--json", str(out)]
     for ident in ids:
         command += ["--id", ident]
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "FSDP_SKILL_ROOT", "VIRTUAL_ENV")}
-    done = _run(command, RUN_TIMEOUT_S, env)
+    env["PYTHONUNBUFFERED"] = "1"
+    kept: list[str] = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                          start_new_session=True) as proc:
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:  # the runner enforces each row's timeout; this loop ends with its output
+                kept = (kept + [line])[-20:]
+                if line.startswith("["):
+                    progress("  " + line.rstrip())
+        finally:
+            if proc.poll() is None:  # interrupted: leave no rank behind
+                os.killpg(proc.pid, 9)
+            proc.wait()
     if not out.is_file():
-        raise MatrixError(f"verify_examples.py {flag} wrote no report (exit {done.returncode}): {_tail(done.stderr)}")
+        raise MatrixError(f"verify_examples.py {flag} wrote no report (exit {proc.returncode}): {_tail(''.join(kept))}")
     report = json.loads(out.read_text(encoding="utf-8"))
     return list(report.get("results", []))
 
 
 def _row(target: Target, release: str, result: Row | None) -> Row:
-    if result is None:
-        status, reason = "failed", "the run reported no row for it"
-    else:
-        status = result.get("status") if result.get("status") in STATUSES else "failed"
-        reason = result.get("reason") or None
+    status, reason = "failed", "the run reported no row for it"
+    if result is not None:
+        status = str(result.get("status")) if result.get("status") in STATUSES else "failed"
+        reason = str(result.get("reason") or "")
         if status == "failed" and not reason:
             reason = f"status {result.get('status')!r}"
-    return {"id": target.id, "release": release, "status": status, "reason": reason,
+    return {"id": target.id, "release": release, "status": status, "reason": reason or None,
             "source_sha256": target.digest, "seconds": (result or {}).get("seconds")}
 
 
@@ -188,7 +199,9 @@ def _du(path: Path) -> int:
     return total
 
 
-def run_release(root: Path, release: str, todo: list[Target], python: str, scratch_parent: Path) -> tuple[Row, list[Row]]:
+def run_release(
+    root: Path, release: str, todo: list[Target], python: str, scratch_parent: Path, progress: Progress = print
+) -> tuple[Row, list[Row]]:
     """Install one release, run the targets there, remove the venv: (release record, rows)."""
     scratch = make_scratch_dir(scratch_parent, VENV_PREFIX)  # also removes what a killed run left
     try:
@@ -200,10 +213,10 @@ def run_release(root: Path, release: str, todo: list[Target], python: str, scrat
         claims = [t.id for t in todo if t.id.startswith(CLAIM_PREFIX)]
         patterns = [t.id for t in todo if t.id.startswith(PATTERN_PREFIX)]
         if claims:
-            for r in _verify(scratch / "venv", root, "--only-claims", claims, scratch / "claims.json"):
+            for r in _verify(scratch / "venv", root, "--only-claims", claims, scratch / "claims.json", progress):
                 results[r.get("name", "")] = r
         if patterns:
-            for r in _verify(scratch / "venv", root, "--only-patterns", patterns, scratch / "patterns.json"):
+            for r in _verify(scratch / "venv", root, "--only-patterns", patterns, scratch / "patterns.json", progress):
                 results[r.get("name", "")] = r
         record = {
             "release": release, "build": build["build"], "python": build["python"],
@@ -244,7 +257,7 @@ def run_matrix(root: Path, releases: list[str], python: str = sys.executable, pr
             progress(f"{release}: every row is current, nothing to run")
             continue
         progress(f"{release}: installing torch=={release} into a throwaway venv, then {len(todo)} run(s)")
-        record, rows = run_release(root, release, todo, python, parent)
+        record, rows = run_release(root, release, todo, python, parent, progress)
         previous = next((r for r in matrix["releases"] if r["release"] == release), None)
         if previous and len(todo) < len(wanted):  # a partial rerun: keep the full run's timings beside it
             record = {**previous, **{k: record[k] for k in ("build", "python", "date")}}
