@@ -49,7 +49,7 @@ def _chosen(root: Path, asked: list[str] | None) -> list[str]:
     if unknown:
         raise UserError(f"release {unknown[0][:40]!r} is not in the matrix ({', '.join(declared)}): add it to "
                         f"`matrix` in {RELEASES_FILE} first")
-    return [r for r in declared if r in asked]
+    return list(dict.fromkeys(asked))  # in the order asked: the most wanted release first
 
 
 def cli_releases(args: argparse.Namespace) -> int:
