@@ -7,7 +7,8 @@ requires: stated-ranks
 mutant: root-reshards: `    fully_shard(model)` -> `    fully_shard(model, reshard_after_forward=True)`
 mutant: reshard-after-backward: `model.set_reshard_after_backward(False)  # keep` -> `model.set_reshard_after_backward(True)  # keep`
 
-Counts the all-gathers FSDP2 issues (it calls `dist.all_gather_single`; wrapped here)
+Counts the all-gathers FSDP2 issues (it calls `dist.all_gather_single`, `all_gather_into_tensor`
+before 2.13; wrapped here)
 for one forward + backward of a root with 4 blocks on 4 ranks:
 - default (None): forward 5 (root + 4 blocks); backward 4: each block was resharded
   after forward and is gathered again; the root was kept.
@@ -29,16 +30,18 @@ from torch.distributed.fsdp import fully_shard
 
 init()
 sizes: list[int] = []
-_all_gather_single = dist.all_gather_single
+# The collective FSDP2 all-gathers with: all_gather_single from 2.13, all_gather_into_tensor before.
+GATHER = "all_gather_single" if hasattr(dist, "all_gather_single") else "all_gather_into_tensor"
+_all_gather = getattr(dist, GATHER)
 
 
 def counting(*args, **kwargs):
     group = kwargs.get("group")
     sizes.append(group.size() if group is not None else dist.get_world_size())
-    return _all_gather_single(*args, **kwargs)
+    return _all_gather(*args, **kwargs)
 
 
-dist.all_gather_single = counting
+setattr(dist, GATHER, counting)
 
 
 def gathers(last: object = None, every: object = None) -> tuple[list[int], list[int]]:

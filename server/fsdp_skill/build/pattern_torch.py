@@ -116,10 +116,24 @@ def min_torch(text: str, history: ApiHistory) -> MinTorch:
     return MinTorch(newest, [n for n in needs if n[1] == newest and newest != oldest])
 
 
-def header_problems(text: str, header: PatternHeader, history: ApiHistory) -> list[tuple[int, str]]:
-    """(line, problem) where a pattern's `min_torch:` header line is missing, misplaced, or not what the timeline
-    gives for its code (a shell template uses no torch name: the oldest release read)."""
+def header_problems(
+    text: str, header: PatternHeader, history: ApiHistory, ran_from: str | None = None
+) -> list[tuple[int, str]]:
+    """(line, problem) where a pattern's `min_torch:` header line is missing, misplaced, or not what the runs say:
+    `ran_from`, the first release of the release matrix from which it passed on every release run. Without runs
+    (a GPU or SLURM pattern) it is what the timeline gives for its code (a shell template uses no torch name:
+    the oldest release read). Names tell what exists; runs tell what works."""
     name_line = header.key_lines.get("name", 1)
+    if ran_from is not None:
+        fix = f"min_torch: {minor(ran_from)}"
+        if header.min_torch is None:
+            return [(name_line, f"no min_torch: add the line '{fix}' right after the name: line")]
+        if header.min_torch != minor(ran_from):
+            return [(header.key_lines["min_torch"], f"min_torch: {header.min_torch} but the release matrix "
+                     f"(references/verification-releases.md) has it passing from {ran_from} on: write '{fix}'")]
+        if header.key_lines["min_torch"] != name_line + 1:
+            return [(header.key_lines["min_torch"], "min_torch: must be the line right after name:")]
+        return []
     computed = min_torch(text, history) if header.kind == "python" else MinTorch(history.releases[0])
     fix = f"min_torch: {computed.minor}"
     if header.min_torch is None:

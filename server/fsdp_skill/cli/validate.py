@@ -10,7 +10,8 @@ Checks, each reported as one `file:line: problem` line:
   `file.md#anchor` to a heading slug (GitHub's rule) or an `<a id>`/`<a name>` of that file.
 - Every ```python block of SKILL.md parses (ast), and so does every pattern; shell templates pass
   `bash -n`; every pattern has a valid metadata header and a unique name.
-- Every pattern's `min_torch:` line (right after `name:`) is the oldest torch the API timeline gives for the
+- Every pattern's `min_torch:` line (right after `name:`) is the first release of the release matrix from which it
+  passed on every release run; for a pattern the matrix only skipped, the oldest torch the API timeline gives for the
   names, modules and keyword arguments it uses (build.pattern_torch).
 - Every pattern and claim check declares at least one mutant (`mutant: NAME: `OLD` -> `NEW``) that applies to
   its file and, for Python, still parses (`fsdp_skill.verify.mutants`).
@@ -358,15 +359,19 @@ def check_pattern_files(root: Path, report: Report) -> tuple[dict[str, PatternHe
 
 
 def min_torch_problems(root: Path, path: Path, header: PatternHeader) -> list[tuple[int, str]]:
-    """The pattern's `min_torch:` line against the API timeline (references/api-history.json)."""
+    """The pattern's `min_torch:` line against the release matrix (the first release from which it passed on
+    every release run, references/verification-releases.json) or, for a pattern the matrix never ran (GPU,
+    SLURM), the API timeline (references/api-history.json)."""
     from fsdp_skill.build.pattern_torch import header_problems
     from fsdp_skill.core.api_history import HISTORY_FILE, load_history
+    from fsdp_skill.verify.releases import MatrixError, first_passing, read_matrix
 
     try:
         history = load_history(references_dir(root) / HISTORY_FILE)
-    except UserError as exc:
+        ran_from = first_passing(read_matrix(root), "pattern:" + header.name)
+    except (UserError, MatrixError) as exc:
         return [(header.key_lines.get("name", 1), f"min_torch cannot be checked: {exc}")]
-    return header_problems(path.read_text(encoding="utf-8"), header, history)
+    return header_problems(path.read_text(encoding="utf-8"), header, history, ran_from)
 
 
 def check_pattern_mentions(

@@ -245,19 +245,28 @@ def write_matrix(root: Path, matrix: dict[str, Any]) -> None:
     write_atomic(root / MATRIX_MD, render_markdown(matrix))
 
 
+# (checkout, release, the targets to run, progress) -> (release record, rows); `run_release` by default.
+ReleaseRunner = Callable[[Path, str, list[Target], Progress], "tuple[Row, list[Row]]"]
+
+
 def run_matrix(root: Path, releases: list[str], python: str = sys.executable, progress: Progress = print,
-               scratch_parent: Path | None = None) -> dict[str, Any]:
+               scratch_parent: Path | None = None, runner: ReleaseRunner | None = None) -> dict[str, Any]:
     """Run every release in turn (resumable); the matrix as written after the last one."""
     wanted = targets(root)
     matrix = read_matrix(root)
     parent = scratch_parent or Path(tempfile.gettempdir())
+
+    def default_runner(root: Path, release: str, todo: list[Target], progress: Progress) -> tuple[Row, list[Row]]:
+        return run_release(root, release, todo, python, parent, progress)
+
+    run = runner or default_runner
     for release in releases:
         todo = stale(matrix, release, wanted)
         if not todo:
             progress(f"{release}: every row is current, nothing to run")
             continue
         progress(f"{release}: installing torch=={release} into a throwaway venv, then {len(todo)} run(s)")
-        record, rows = run_release(root, release, todo, python, parent, progress)
+        record, rows = run(root, release, todo, progress)
         previous = next((r for r in matrix["releases"] if r["release"] == release), None)
         if previous and len(todo) < len(wanted):  # a partial rerun: keep the full run's timings beside it
             record = {**previous, **{k: record[k] for k in ("build", "python", "date")}}
