@@ -28,6 +28,7 @@ __all__ = [
     "ApiHistory",
     "Change",
     "Changes",
+    "DeprecationSpan",
     "OTHER_AREA",
     "NameHistory",
     "SignatureChange",
@@ -72,6 +73,17 @@ class SignatureChange(_Model):
                                      description="Parameters that became keyword-only / positional-only or back.")
 
 
+class DeprecationSpan(_Model):
+    """Releases in a row that warn with one message: what that release says, and whether it can be followed."""
+
+    since: str = Field(description="First release of the span.")
+    until: str | None = Field(default=None, description="First release after the span that has the name but "
+                                                        "does not warn (or warns otherwise); null when none.")
+    message: str = Field(description="The warning as these releases word it.")
+    replacement: str | None = Field(default=None, description="What this message says to use.")
+    note: str | None = Field(default=None, description="Set when the replacement does not exist in `since`.")
+
+
 class NameHistory(_Model):
     """The timeline of one qualified name across the releases read."""
 
@@ -80,8 +92,13 @@ class NameHistory(_Model):
                                   "or external (defined in C++: its signature is not read).")
     versions: list[str] = Field(description="Every release read, oldest first, in which the name exists.")
     deprecated_since: str | None = Field(default=None, description="First release where it is deprecated.")
+    deprecated_until: str | None = Field(default=None, description="First release, after the last one that "
+                                         "warns, that has the name and no longer warns; null while the newest "
+                                         "release with the name warns.")
     deprecation: str | None = Field(default=None, description="The deprecation message (newest release).")
     replacement: str | None = Field(default=None, description="What the deprecation message says to use.")
+    deprecations: list[DeprecationSpan] = Field(default_factory=list,
+                                                description="Each span of releases with one warning, oldest first.")
     removed_in: str | None = Field(default=None, description="First release (after the last one that has it) "
                                                              "without it; null while the newest still has it.")
     moved_from: list[str] = Field(default_factory=list,
@@ -89,6 +106,10 @@ class NameHistory(_Model):
     moved_to: list[str] = Field(default_factory=list, description="Names the object is found under later.")
     signature_changes: list[SignatureChange] = Field(default_factory=list)
     origin: str = Field(default="", description="'module:name' where the object is defined (newest release).")
+    conditional: bool = Field(default=False, description="Bound only in some builds (ProcessGroupMPI: torch "
+                                                         "built with MPI), in the newest release that has it.")
+    aliases: list[str] = Field(default_factory=list, description="Other names of the same object (same origin) "
+                                                                 "in the newest release that has this one.")
 
     def exists_in(self, release: str) -> bool:
         return release in self.versions
@@ -243,7 +264,16 @@ def since_line(entry: NameHistory, history: ApiHistory) -> str:
     parts += [f"`{p}` since {_minor(v)}" for p, v in added[-3:]]
     if entry.deprecated_since:
         use = f" (use {entry.replacement})" if entry.replacement else ""
-        parts.append(f"deprecated since {_minor(entry.deprecated_since)}{use}")
+        if entry.deprecated_until:
+            last = releases[releases.index(entry.deprecated_until) - 1] if entry.deprecated_until in releases else ""
+            span = _minor(entry.deprecated_since) if last == entry.deprecated_since else \
+                f"{_minor(entry.deprecated_since)}–{_minor(last)}"
+            parts.append(f"deprecated in {span}{use}, no longer warns from {_minor(entry.deprecated_until)}")
+        else:
+            parts.append(f"deprecated since {_minor(entry.deprecated_since)}{use}")
+        notes = [span.note for span in entry.deprecations if span.note]
+        if notes:
+            parts.append(notes[-1])
     if entry.removed_in:
         parts.append(f"removed in {_minor(entry.removed_in)}")
     if entry.moved_to:
@@ -280,6 +310,8 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
                         f"(e.g. from_version={history.releases[0]!r}, to_version={history.pinned!r})")
     buckets: dict[str, list[tuple[str, Change]]] = {k: [] for k in ("added", "deprecated", "removed", "moved",
                                                                    "signature_changed")}
+    # A new spelling of an object the older release already had under another name is an alias, not an addition.
+    known = {entry.origin for entry in history.names.values() if entry.origin and entry.exists_in(low)}
     for name, entry in history.names.items():
         at_low, at_high = entry.exists_in(low), entry.exists_in(high)
         key = entry.origin or name
@@ -289,17 +321,19 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
             if moved:
                 buckets["moved"].append((f"{key}>{name}", Change(name=name, area=area_of(name), version=version,
                                                                  detail=f"from {', '.join(moved)}")))
-            else:
+            elif entry.origin not in known:
                 buckets["added"].append((key, Change(name=name, area=area_of(name), version=version)))
         if at_low and not at_high:
             gone = entry.removed_in if entry.removed_in and _between(entry.removed_in, low, high) \
                 else _first_missing(entry, history, low, high)
             detail = f"now {', '.join(entry.moved_to)}" if entry.moved_to else ""
             buckets["removed"].append((key, Change(name=name, area=area_of(name), version=gone, detail=detail)))
-        if at_high and _between(entry.deprecated_since, low, high):
-            detail = f"use {entry.replacement}" if entry.replacement else (entry.deprecation or "")[:200]
-            buckets["deprecated"].append((key, Change(name=name, area=area_of(name),
-                                                      version=entry.deprecated_since or high, detail=detail)))
+        for span in entry.deprecations:  # a span that starts in the range, on a name the newer release has
+            if at_high and _between(span.since, low, high) and entry.exists_in(span.since):
+                detail = f"use {span.replacement}" if span.replacement else span.message[:200]
+                buckets["deprecated"].append((key, Change(name=name, area=area_of(name), version=span.since,
+                                                          detail=detail)))
+                break
         if at_low and at_high:
             for change in entry.signature_changes:
                 if _between(change.version, low, high):
