@@ -12,13 +12,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from mcp import Client
 
 from fsdp_skill.build.api_history import build_history
 from fsdp_skill.cli.main import main
 from fsdp_skill.core.api_history import HISTORY_FILE, ApiHistory, dump_history, since_line
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.serve.history import HistoryBook, HistoryError
+from fsdp_skill.serve.server import build_server
 from fsdp_skill.upstream.releases import load_release_facts
 from search_fixture import make_tree
 
@@ -147,7 +150,8 @@ def test_removed_in_claims_are_all_absences_of_resolution(history: ApiHistory) -
 
 def test_a_qualified_name_the_timeline_lacks_gets_candidates_not_another_object(tree: Path) -> None:
     book = HistoryBook(tree / "references")
-    with pytest.raises(HistoryError, match=r"in none of the torch releases.*did you mean: .*fully_shard"):
+    with pytest.raises(HistoryError, match=r"in none of the torch releases.*did you mean: "
+                                           r"torch\.distributed\.fsdp\.fully_shard, "):
         book.lookup("torch.distributed.fsdp.fully_shard.fully_shard")
     with pytest.raises(HistoryError, match="did you mean: torch.distributed.Work.wait"):
         book.lookup("torch.distributed.Work.wiat")
@@ -241,16 +245,12 @@ def _warns(found: Any, kind: str) -> bool:
                for w in caught)
 
 
-@pytest.mark.torch
-def test_the_pins_column_agrees_with_the_installed_torch(history: ApiHistory,
-                                                          facts: dict[str, dict[str, Any]]) -> None:
-    torch = pytest.importorskip("torch")
-    installed = torch.__version__.split("+")[0]
-    assert installed == history.pinned == PIN, "the timeline's pin is the torch the tests install"
-    pin_facts = facts[PIN]
+def _disagreements(names: dict[str, Any], pin_facts: dict[str, Any]) -> tuple[list[str], dict[str, int]]:
+    """What the installed torch says against the pin's column for each entry: exists, signature (names and
+    kinds), and, for the names deprecated in the pin or no longer from it, whether calling one warns."""
     disagreements: list[str] = []
     checked = {"exists": 0, "signature": 0, "warns": 0}
-    for name, entry in sorted(history.names.items()):
+    for name, entry in sorted(names.items()):
         claimed = PIN in entry.versions
         state, found = _resolve(name)
         if state == "unimportable" or (entry.conditional and state == "absent"):
@@ -274,5 +274,43 @@ def test_the_pins_column_agrees_with_the_installed_torch(history: ApiHistory,
             checked["warns"] += 1
             if _warns(found, entry.kind) != deprecated_now:
                 disagreements.append(f"{name}: the timeline says it {'warns' if deprecated_now else 'does not warn'}")
+    return disagreements, checked
+
+
+@pytest.mark.torch
+def test_the_pins_column_agrees_with_the_installed_torch(history: ApiHistory,
+                                                          facts: dict[str, dict[str, Any]]) -> None:
+    torch = pytest.importorskip("torch")
+    assert torch.__version__.split("+")[0] == history.pinned == PIN, "the timeline's pin is the torch installed"
+    disagreements, checked = _disagreements(history.names, facts[PIN])
     assert checked["exists"] > 2500 and checked["signature"] > 1500 and checked["warns"] > 50, checked
     assert disagreements == [], f"{len(disagreements)} disagreements: {disagreements[:20]}"
+
+
+@pytest.mark.torch
+def test_the_self_check_catches_a_wrong_existence_signature_or_deprecation(
+        history: ApiHistory, facts: dict[str, dict[str, Any]]) -> None:
+    pytest.importorskip("torch")
+    names = {n: history.names[n] for n in ("torch.distributed.all_gather_single", "torch.distributed.barrier",
+                                           "torch.distributed.all_gather_into_tensor", "torch.distributed.launch.main")}
+    names["torch.distributed.all_gather_single"] = names["torch.distributed.all_gather_single"].model_copy(
+        update={"versions": ["2.13.0", "2.14.1"]})  # "removed in 2.15": it imports
+    names["torch.distributed.all_gather_into_tensor"] = history.names["torch.distributed.launch.main"].model_copy(
+        update={"name": "torch.distributed.all_gather_into_tensor"})  # "warns in 2.15": it no longer does
+    pin_facts = dict(facts[PIN])
+    barrier = pin_facts["torch.distributed.barrier"]
+    pin_facts["torch.distributed.barrier"] = {**barrier, "params": barrier["params"][:-1]}
+    disagreements, _ = _disagreements(names, pin_facts)
+    assert [d.split(":")[0] for d in disagreements] == [
+        "torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single",
+        "torch.distributed.barrier"], disagreements
+
+def test_the_mcp_tool_refuses_a_name_it_lacks_with_candidates(tree: Path) -> None:
+    async def body() -> Any:
+        with anyio.fail_after(60):
+            async with Client(build_server(tree)) as client:
+                asked = {"symbol": "torch.distributed.fsdp.fully_shard.fully_shard"}
+                return await client.call_tool("api_history", asked)
+
+    result = anyio.run(body)
+    assert result.is_error and "did you mean: torch.distributed.fsdp.fully_shard" in result.content[0].text

@@ -58,7 +58,12 @@ def _did_you_mean(history: ApiHistory, asked: str) -> str:
     for suffix in dict.fromkeys([".".join(parts[-2:]), parts[-1]]):
         found += short_name_matches(history, suffix)
     found += difflib.get_close_matches(resolve_prefix(asked), list(history.names), n=4, cutoff=0.8)
-    shown = list(dict.fromkeys(found))[:MAX_CANDIDATES]
+    # what the pinned torch has and public names first (the removed private spellings last), then the closest
+    wanted = resolve_prefix(asked)
+    ranked = sorted(dict.fromkeys(found), key=lambda n: (
+        not history.names[n].exists_in(history.pinned), "._" in n,
+        -difflib.SequenceMatcher(None, wanted, n).ratio(), n))
+    shown = ranked[:MAX_CANDIDATES]
     return f"; did you mean: {', '.join(shown)}?" if shown else ""
 
 
