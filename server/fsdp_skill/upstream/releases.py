@@ -111,50 +111,43 @@ def declared_releases(root: Path) -> list[str]:
 # --- the wheel -----------------------------------------------------------------------------------------
 
 
-def _pip_env() -> dict[str, str]:
-    """pip's environment for reading a wheel: the user's configuration, without a constraint file. A cap on
-    torch there (`torch<=2.14.1`) is about what gets installed; this only downloads a wheel to read its
+def _run_pip(arguments: list[str], what: str, timeout: float) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run `python -m pip ARGUMENTS` for the wheel platform read; (the result, the line that says why it
+    failed). The user's pip configuration is kept, minus a constraint file: a cap on torch there
+    (`torch<=2.14.1`) is about what gets installed, and this only lists or downloads a wheel to read its
     sources (nothing is installed), so it must not hide a newer release."""
-    return {**os.environ, "PIP_CONSTRAINT": os.devnull}
+    command = [sys.executable, "-m", "pip", *arguments, "--only-binary=:all:", "--platform", PLATFORM,
+               "--python-version", PYTHON_VERSION, "--disable-pip-version-check"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, "PIP_CONSTRAINT": os.devnull})
+    except subprocess.TimeoutExpired:
+        raise NetworkError(f"{what} took over {timeout:g} s; check the network or the package index; "
+                           "upstream/torch-api/ is unchanged") from None
+    lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    why = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no output")
+    return done, why[:300]
 
 
 def pip_download(release: str, folder: Path) -> Path:
     """Download the macOS arm64 wheel of torch `release` into `folder` with pip; its path."""
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--platform", PLATFORM,
-               "--python-version", PYTHON_VERSION, "--disable-pip-version-check", "--quiet", f"torch=={release}",
-               "-d", str(folder)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False,
-                              env=_pip_env())
-    except subprocess.TimeoutExpired:
-        raise NetworkError(f"pip download torch=={release} took over {DOWNLOAD_TIMEOUT_S:g} s; "
-                           "check the network or the package index; upstream/torch-api/ is unchanged") from None
+    what = f"pip download torch=={release}"
+    done, why = _run_pip(["download", "--no-deps", "--quiet", f"torch=={release}", "-d", str(folder)], what,
+                         DOWNLOAD_TIMEOUT_S)
     wheels = sorted(folder.glob("torch-*.whl"))
     if done.returncode != 0 or not wheels:
-        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        why = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no output")
-        raise NetworkError(f"pip download torch=={release} failed: {why[:300]}; check that the package index serves "
-                           f"torch {release} for {PLATFORM} (or leave it out with --release); "
-                           "upstream/torch-api/ is unchanged")
+        raise NetworkError(f"{what} failed: {why}; check that the package index serves torch {release} for "
+                           f"{PLATFORM} (or leave it out with --release); upstream/torch-api/ is unchanged")
     return wheels[0]
 
 
 def pip_index_versions() -> list[str]:
     """Every torch release the package index serves for the wheel platform read (`pip index versions`)."""
-    command = [sys.executable, "-m", "pip", "index", "versions", "torch", "--only-binary=:all:", "--platform",
-               PLATFORM, "--python-version", PYTHON_VERSION, "--disable-pip-version-check"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=LIST_TIMEOUT_S, check=False,
-                              env=_pip_env())
-    except subprocess.TimeoutExpired:
-        raise NetworkError(f"pip index versions torch took over {LIST_TIMEOUT_S:g} s; check the network or the "
-                           "package index, or name releases with --release") from None
+    done, why = _run_pip(["index", "versions", "torch"], "pip index versions torch", LIST_TIMEOUT_S)
     found = re.search(r"^Available versions:(.*)$", done.stdout, re.MULTILINE)
     if done.returncode != 0 or found is None:
-        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        why = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no output")
-        raise NetworkError(f"pip index versions torch failed: {why[:300]}; check the package index, or name "
-                           "releases with --release; upstream/torch-api/ is unchanged")
+        raise NetworkError(f"pip index versions torch failed: {why}; check the package index, or name releases "
+                           "with --release; upstream/torch-api/ is unchanged")
     return [v.strip() for v in found.group(1).split(",") if v.strip()]
 
 
