@@ -16,9 +16,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from fsdp_skill.build.api_history import build_history
+from fsdp_skill.build.api_history import build_history, render_versions
 from fsdp_skill.cli.main import main
-from fsdp_skill.core.api_history import HISTORY_FILE, ApiHistory, dump_history, since_line
+from fsdp_skill.core.api_history import HISTORY_FILE, ApiHistory, dump_history, since_line, what_changed
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.serve.history import HistoryBook, HistoryError
 from fsdp_skill.serve.server import build_server
@@ -68,6 +68,18 @@ def test_the_timeline_reaches_2_15_and_finalize_backward_starts_there(
         assert key in old
     assert "no longer warns from 2.15" in old["since"]
     assert history_entry(tree, "torch.distributed.reduce_scatter_tensor").deprecated_until == "2.15.0"
+
+
+def test_what_changed_into_2_15_says_the_collectives_no_longer_warn(history: ApiHistory) -> None:
+    changes = what_changed(history, "2.14.1", "2.15.0")
+    ended = {c.name: c for c in changes.undeprecated}
+    assert ended["torch.distributed.all_gather_into_tensor"].version == "2.15.0"
+    assert "torch.distributed.reduce_scatter_tensor" in ended
+    assert "torch.distributed.all_gather_into_tensor" not in [c.name for c in changes.deprecated]
+    # across the whole span (2.12 -> 2.15) they neither start nor stop warning
+    across = what_changed(history, "2.12.1", "2.15.0")
+    assert "torch.distributed.all_gather_into_tensor" not in [c.name for c in across.deprecated + across.undeprecated]
+    assert "### 2.15.0: no longer deprecated" in render_versions(history)
 
 
 def history_entry(tree: Path, name: str) -> Any:

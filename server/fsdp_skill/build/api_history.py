@@ -215,7 +215,8 @@ def build_history(per_release: dict[str, dict[str, Fact]], pinned: str) -> ApiHi
 
 # --- versions.md --------------------------------------------------------------------------------------------
 
-_HEADINGS = [("added", "Added"), ("deprecated", "Deprecated"), ("removed", "Removed"), ("moved", "Moved"),
+_HEADINGS = [("added", "Added"), ("deprecated", "Deprecated"), ("undeprecated", "No longer deprecated"),
+             ("removed", "Removed"), ("moved", "Moved"),
              ("signature_changed", "Signature changed")]
 
 

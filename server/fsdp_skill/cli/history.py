@@ -42,7 +42,8 @@ def render_history(entry: ApiHistoryResult) -> str:
 def render_changes(changes: WhatChangedResult) -> str:
     where = f" ({changes.area})" if changes.area else ""
     lines = [f"torch {changes.from_version} -> {changes.to_version}{where}"]
-    for key, title in (("added", "added"), ("deprecated", "deprecated"), ("removed", "removed"), ("moved", "moved"),
+    for key, title in (("added", "added"), ("deprecated", "deprecated"), ("undeprecated", "no longer deprecated"),
+                       ("removed", "removed"), ("moved", "moved"),
                        ("signature_changed", "signature changed")):
         items = getattr(changes, key)
         if not items:

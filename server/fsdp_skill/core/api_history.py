@@ -24,6 +24,7 @@ from fsdp_skill.core.errors import UserError
 
 __all__ = [
     "AREAS",
+    "CHANGE_KINDS",
     "HISTORY_FILE",
     "ApiHistory",
     "Change",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 HISTORY_FILE = "api-history.json"
+# The kinds of change what_changed reports, in the order they are shown.
+CHANGE_KINDS = ("added", "deprecated", "undeprecated", "removed", "moved", "signature_changed")
 SCHEMA = 1
 # The scope's areas, most important first: what_changed and versions.md list changes in this order.
 AREAS: list[tuple[str, tuple[str, ...]]] = [
@@ -135,6 +138,8 @@ class Changes(_Model):
     to_version: str
     added: list[Change] = Field(default_factory=list)
     deprecated: list[Change] = Field(default_factory=list)
+    undeprecated: list[Change] = Field(default_factory=list, description="Warned in the older release, no longer "
+                                                                         "in the newer one (a plain alias again).")
     removed: list[Change] = Field(default_factory=list)
     moved: list[Change] = Field(default_factory=list)
     signature_changed: list[Change] = Field(default_factory=list)
@@ -308,8 +313,7 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
     if release_key(low) >= release_key(high):
         raise UserError(f"from_version {low} must be older than to_version {high}: pass the older release first "
                         f"(e.g. from_version={history.releases[0]!r}, to_version={history.pinned!r})")
-    buckets: dict[str, list[tuple[str, Change]]] = {k: [] for k in ("added", "deprecated", "removed", "moved",
-                                                                   "signature_changed")}
+    buckets: dict[str, list[tuple[str, Change]]] = {k: [] for k in CHANGE_KINDS}
     # A new spelling of an object the older release already had under another name is an alias, not an addition.
     known = {entry.origin for entry in history.names.values() if entry.origin and entry.exists_in(low)}
     for name, entry in history.names.items():
@@ -328,12 +332,14 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
                 else _first_missing(entry, history, low, high)
             detail = f"now {', '.join(entry.moved_to)}" if entry.moved_to else ""
             buckets["removed"].append((key, Change(name=name, area=area_of(name), version=gone, detail=detail)))
-        for span in entry.deprecations:  # a span that starts in the range, on a name the newer release has
-            if at_high and _between(span.since, low, high) and entry.exists_in(span.since):
-                detail = f"use {span.replacement}" if span.replacement else span.message[:200]
-                buckets["deprecated"].append((key, Change(name=name, area=area_of(name), version=span.since,
-                                                          detail=detail)))
-                break
+        warned, warns = _warning(entry, low), _warning(entry, high)
+        if at_high and warns is not None and _between(warns.since, low, high) and entry.exists_in(warns.since):
+            detail = f"use {warns.replacement}" if warns.replacement else warns.message[:200]
+            buckets["deprecated"].append((key, Change(name=name, area=area_of(name), version=warns.since,
+                                                      detail=detail)))
+        if at_low and at_high and warned is not None and warns is None:  # all_gather_into_tensor in 2.15
+            buckets["undeprecated"].append((key, Change(name=name, area=area_of(name), version=warned.until or high,
+                                                        detail=f"warned from {warned.since}")))
         if at_low and at_high:
             for change in entry.signature_changes:
                 if _between(change.version, low, high):
@@ -343,6 +349,15 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
     for bucket, items in buckets.items():
         setattr(result, bucket, _collapse(items))
     return result
+
+
+def _warning(entry: NameHistory, release: str) -> DeprecationSpan | None:
+    """The deprecation span `release` falls in, if the name warns there."""
+    for span in entry.deprecations:
+        if release_key(span.since) <= release_key(release) and (
+                span.until is None or release_key(release) < release_key(span.until)):
+            return span
+    return None
 
 
 def _first_missing(entry: NameHistory, history: ApiHistory, low: str, high: str) -> str:

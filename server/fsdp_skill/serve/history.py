@@ -14,6 +14,7 @@ from pydantic import Field
 
 from fsdp_skill.core.api_history import (
     AREAS,
+    CHANGE_KINDS,
     HISTORY_FILE,
     OTHER_AREA,
     ApiHistory,
@@ -36,7 +37,6 @@ AREA_NAMES = [area for area, _ in AREAS] + [OTHER_AREA]
 HistoryArea = Literal["fsdp", "checkpoint", "tensor", "device_mesh", "pipelining", "collectives", "other"]
 MAX_CANDIDATES = 8
 MAX_CHANGES = 50  # per kind of change; the notes say how many more and how to narrow
-_KINDS = ("added", "deprecated", "removed", "moved", "signature_changed")
 
 
 class ApiHistoryResult(NameHistory):
@@ -149,7 +149,7 @@ class HistoryBook:
         normalize_release(from_version, history.releases)  # the bad-input message names the releases
         changes = what_changed(history, from_version, target)
         result = WhatChangedResult(**changes.model_dump(), releases_read=history.releases, area=area)
-        for kind in _KINDS:
+        for kind in CHANGE_KINDS:
             items = [c for c in getattr(result, kind) if area is None or c.area == area]
             if len(items) > MAX_CHANGES:
                 more = len(items) - MAX_CHANGES
