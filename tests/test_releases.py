@@ -162,3 +162,20 @@ def test_the_index_is_asked_without_the_users_constraint_file(monkeypatch: pytes
     monkeypatch.setattr(releases.subprocess, "run", run)
     assert releases.pip_index_versions() == ["2.15.0", "2.14.1", "2.13.0+cpu"]
     assert seen["PIP_CONSTRAINT"] == releases.os.devnull, "a cap on installs must not hide a release to read"
+
+
+def test_the_fetch_command_with_only_releases_reads_a_release_the_index_adds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from fsdp_skill.cli.main import main
+
+    (tmp_path / "assets").mkdir()
+    (tmp_path / releases.RELEASES_FILE).write_text('releases = ["2.4.1"]\n')
+    (tmp_path / "SKILL.md").write_text("# skill\n")
+    index = FakeIndex()
+    monkeypatch.setenv("FSDP_SKILL_ROOT", str(tmp_path))
+    monkeypatch.setattr(releases, "pip_index_versions", lambda: ["2.5.1", "2.4.1"])
+    monkeypatch.setattr(releases, "pip_download", index)
+    assert main(["fetch", "--only-releases"]) == 0
+    assert index.calls == ["2.4.1", "2.5.1"]
+    assert "after the newest one declared or cached: 2.5.1" in capsys.readouterr().err
+    assert list(releases.load_release_facts(tmp_path)) == ["2.4.1", "2.5.1"]

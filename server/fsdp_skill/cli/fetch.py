@@ -29,7 +29,7 @@ def cli_fetch(args: argparse.Namespace) -> int:
         wanted = [releases.check_release(r) for r in args.release]
     elif args.only_releases:  # a release newer than the newest cached one is found, not waited for by hand
         wanted, found = releases.discover_releases(root, releases.declared_releases(root))
-        print(f"releases newer than the cache on the package index: {', '.join(found) or 'none'}",
+        print(f"releases on the package index after the newest one declared or cached: {', '.join(found) or 'none'}",
               file=sys.stderr, flush=True)
     else:
         wanted = releases.declared_releases(root)

@@ -165,7 +165,7 @@ def newer_releases(served: Sequence[str], newest: str) -> list[str]:
 
 
 def discover_releases(root: Path, declared: Sequence[str],
-                      lister: Callable[[], list[str]] = pip_index_versions) -> tuple[list[str], list[str]]:
+                      lister: Callable[[], list[str]] | None = None) -> tuple[list[str], list[str]]:
     """(releases to read, the ones discovered now): the declared and cached releases, plus those the index
     serves that are newer than the newest of them (a new torch needs no edit to assets/torch-releases.toml)."""
     try:
@@ -173,7 +173,7 @@ def discover_releases(root: Path, declared: Sequence[str],
     except UserError:
         cached = []
     known = sorted({*declared, *cached}, key=release_key)
-    found = newer_releases(lister(), known[-1]) if known else []
+    found = newer_releases((lister or pip_index_versions)(), known[-1]) if known else []
     return sorted({*known, *found}, key=release_key), found
 
 
@@ -357,7 +357,7 @@ def fetch_releases(
     releases: Sequence[str],
     reader: Reader,
     *,
-    downloader: Downloader = pip_download,
+    downloader: Downloader | None = None,
     refresh: bool = False,
     work_dir: Path | None = None,
     log: Callable[[str], None] = lambda line: None,
@@ -388,7 +388,7 @@ def fetch_releases(
             folder = Path(scratch) / release
             folder.mkdir()
             log(f"torch {release}: downloading")
-            wheel = downloader(release, folder)
+            wheel = (downloader or pip_download)(release, folder)
             sha, size = file_digest(wheel)
             sources = wheel_sources(wheel, sources_wanted)
             shutil.rmtree(folder, ignore_errors=True)  # keep one wheel on disk at a time
