@@ -53,13 +53,13 @@ class WhatChangedResult(Changes):
 def _did_you_mean(history: ApiHistory, asked: str) -> str:
     """'; did you mean: a, b, c?' from the names ending like the one asked (its last two parts, then its
     last) and the closest spellings; '' when nothing is near."""
-    parts = resolve_prefix(asked).split(".")
+    wanted = resolve_prefix(asked)
+    parts = wanted.split(".")
     found: list[str] = []
     for suffix in dict.fromkeys([".".join(parts[-2:]), parts[-1]]):
         found += short_name_matches(history, suffix)
-    found += difflib.get_close_matches(resolve_prefix(asked), list(history.names), n=4, cutoff=0.8)
+    found += difflib.get_close_matches(wanted, list(history.names), n=4, cutoff=0.8)
     # what the pinned torch has and public names first (the removed private spellings last), then the closest
-    wanted = resolve_prefix(asked)
     ranked = sorted(dict.fromkeys(found), key=lambda n: (
         not history.names[n].exists_in(history.pinned), "._" in n,
         -difflib.SequenceMatcher(None, wanted, n).ratio(), n))
