@@ -5,6 +5,7 @@ pin's column against the installed torch (marked `torch`)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
@@ -195,20 +196,30 @@ def test_the_cli_exits_non_zero_with_candidates_and_says_aliases(
 # --- the self-check: the pin's column against the installed torch (issue 29 item 6) ---------------------------
 
 
+@functools.cache
+def _import(module: str) -> tuple[str, Any]:
+    """('ok', module) | ('missing', None): no such module | ('unimportable', why); once per module path (a
+    failed import is slow to repeat, and most names are tried as modules first)."""
+    try:
+        return "ok", importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
+            return "missing", None
+        return "unimportable", repr(exc)  # an optional dependency of the module (etcd's urllib3)
+    except Exception as exc:  # noqa: BLE001 - any import failure is a fact about this machine, reported
+        return "unimportable", repr(exc)
+
+
 def _resolve(name: str) -> tuple[str, Any]:
     """('ok', object) | ('absent', None) | ('unimportable', why): import the longest module prefix, then
     follow the attribute chain, as `import a.b; a.b.c.d` does."""
     parts = name.split(".")
     for cut in range(len(parts), 0, -1):
-        module = ".".join(parts[:cut])
-        try:
-            found: Any = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name and (module == exc.name or module.startswith(exc.name + ".")):
-                continue
-            return "unimportable", repr(exc)  # an optional dependency of the module (etcd's urllib3)
-        except Exception as exc:  # noqa: BLE001 - any import failure is a fact about this machine, reported
-            return "unimportable", repr(exc)
+        state, found = _import(".".join(parts[:cut]))
+        if state == "missing":
+            continue
+        if state == "unimportable":
+            return state, found
         for part in parts[cut:]:
             try:
                 found = getattr(found, part)
