@@ -91,10 +91,10 @@ def test_a_name_added_in_a_release_exists_from_it_on(history: Any) -> None:
     assert since_line(entry, history) == "since 2.6"
     changes = what_changed(history, "2.5.1", "2.6.0")
     assert [c.name for c in changes.added] == ["torch.distributed.all_gather_single"]
-    # A new spelling of an object that existed before is a move (the same object, found under a new name).
-    alias = ("torch.distributed.distributed_c10d.all_gather_into_tensor",
-             "from torch.distributed.all_gather_into_tensor")
-    assert alias in [(c.name, c.detail) for c in changes.moved]
+    # A new spelling of an object whose definition did not move is an alias, not a move.
+    alias = history.names["torch.distributed.distributed_c10d.all_gather_into_tensor"]
+    assert alias.moved_from == [] and alias.aliases == ["torch.distributed.all_gather_into_tensor"]
+    assert "torch.distributed.distributed_c10d.all_gather_into_tensor" not in [c.name for c in changes.moved]
 
 
 def test_a_deprecation_records_the_first_release_and_the_replacement(history: Any) -> None:

@@ -30,6 +30,9 @@ HISTORY = ApiHistory(releases=RELEASES, pinned="2.7.1", names={n.name: n for n i
                   SignatureChange(version="2.8.0", added=["newer_than_pinned"])]),
     name("torch.distributed.tensor", "2.5.1", "module"),
     name("torch.distributed.tensor.DTensor", "2.5.1", "class"),
+    name("torch.distributed.fsdp.FSDPModule", "2.6.0", "class"),
+    name("torch.distributed.fsdp.FSDPModule.unshard", "2.6.0", "method"),
+    name("torch.distributed.fsdp.FSDPModule.set_gradient_divide_factor", "2.7.1", "method"),
 ]})
 
 PLAIN = '''
@@ -47,6 +50,17 @@ def test_the_newest_name_the_code_uses_sets_the_oldest_torch() -> None:
     result = min_torch("from torch.distributed.tensor import DTensor\n" + PLAIN, HISTORY)
     assert result.minor == "2.5"
     assert ("torch.distributed.tensor.DTensor", "2.5.1") in result.because
+
+
+def test_a_method_called_on_an_instance_of_an_imported_class_counts() -> None:
+    # fsdp1_to_fsdp2_migration.py said min_torch: 2.6 but calls two 2.8 methods on its FSDPModule instances
+    code = ("from torch.distributed.fsdp import FSDPModule, fully_shard\nfully_shard(m)\nm.unshard()\n"
+            "for module in m.modules():\n    if isinstance(module, FSDPModule):\n"
+            "        module.set_gradient_divide_factor(1.0)\n")
+    result = min_torch(code, HISTORY)
+    assert result.minor == "2.7"
+    assert result.because == [("torch.distributed.fsdp.FSDPModule.set_gradient_divide_factor", "2.7.1")]
+    assert min_torch(code.replace("set_gradient_divide_factor", "no_such_method"), HISTORY).minor == "2.6"
 
 
 def test_a_keyword_argument_added_later_than_its_function_counts() -> None:

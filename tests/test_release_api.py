@@ -1,6 +1,6 @@
 """The static reader of a release's API (apidoc.release_api): names, kinds, signatures and deprecations read
-from source text with `ast`, and the committed 2.13.0 facts against what introspecting the installed torch
-2.13.0 gives."""
+from source text with `ast`, and the committed facts of the pinned release against what introspecting the
+installed torch (the pin) gives."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pytest
 
 from fsdp_skill.apidoc.release_api import public_module, read_release
 from fsdp_skill.upstream.releases import load_release_facts
+
+PIN = "2.15.0"  # the torch the tests install (Makefile)
 
 PKG = "torch/distributed/"
 
@@ -186,7 +188,7 @@ def test_private_modules_are_out_of_scope_except_the_ones_users_import() -> None
     assert not public_module("torch.nn.parallel")
 
 
-# --- the committed 2.13.0 facts against the installed torch ---------------------------------------------
+# --- the committed facts of the pin against the installed torch -----------------------------------------
 
 
 def _imported(name: str) -> types.ModuleType | None:
@@ -216,6 +218,11 @@ def introspection_mismatches(facts: dict[str, Any]) -> tuple[list[str], int, int
     names = signatures = 0
     for name, fact in sorted(facts.items()):
         owner = _owner(name, modules)
+        if fact["kind"] == "module" and name not in module_names:  # a sys.modules redirect (`_tensor.device_mesh`)
+            names += 1
+            if _imported(name) is None:
+                problems.append(f"{name}: does not import")
+            continue
         if owner is None or name in module_names:  # a module: compared by importing it, above
             continue
         names += 1
@@ -262,11 +269,11 @@ def introspection_mismatches(facts: dict[str, Any]) -> tuple[list[str], int, int
 
 
 @pytest.mark.torch
-def test_the_2_13_0_facts_read_statically_agree_with_introspecting_the_installed_torch() -> None:
+def test_the_pinned_facts_read_statically_agree_with_introspecting_the_installed_torch() -> None:
     version = importlib.metadata.version("torch")
-    if version.split("+")[0] != "2.13.0":
-        pytest.skip(f"the installed torch is {version}; the comparison needs the pinned 2.13.0")
-    facts = load_release_facts(None)["2.13.0"]
+    if version.split("+")[0] != PIN:
+        pytest.skip(f"the installed torch is {version}; the comparison needs the pinned {PIN}")
+    facts = load_release_facts(None)[PIN]
     problems, names, signatures = introspection_mismatches(facts)
     assert problems == []
     assert names > 1000 and signatures > 600  # the comparison covered the API, not a corner of it
@@ -274,7 +281,7 @@ def test_the_2_13_0_facts_read_statically_agree_with_introspecting_the_installed
 
 @pytest.mark.torch
 def test_the_introspection_comparison_catches_a_wrong_fact() -> None:
-    facts = dict(load_release_facts(None)["2.13.0"])
+    facts = dict(load_release_facts(None)[PIN])
     gather = dict(facts["torch.distributed.all_gather_single"])
     gather["params"] = gather["params"][:-1]
     facts["torch.distributed.all_gather_single"] = gather
@@ -282,3 +289,66 @@ def test_the_introspection_comparison_catches_a_wrong_fact() -> None:
     facts["torch.distributed.no_such_function"] = {"kind": "function", "origin": "x:y"}
     problems, _, _ = introspection_mismatches(facts)
     assert len(problems) == 3, problems
+
+
+# --- a name exists where it resolves (issue 29 item 1) ---------------------------------------------------------
+
+RESOLVING = {
+    f"{PKG}__init__.py": "from .c10d import ProcessGroup, Work\nfrom .device_mesh import init_device_mesh\n",
+    f"{PKG}c10d.py": "from torch._C._distributed_c10d import ProcessGroup, Work\n__all__ = ['ProcessGroup', 'Work']\n",
+    "torch/_C/_distributed_c10d.pyi": (
+        "from typing import overload\nclass Work:\n    def wait(self, timeout=...) -> bool: ...\n"
+        "class ProcessGroup:\n    @overload\n    def size(self) -> int: ...\n    @overload\n"
+        "    def size(self, x: int) -> int: ...\n    def _hidden(self): ...\n"),
+    f"{PKG}device_mesh.py": "def init_device_mesh(device_type):\n    pass\n",
+    f"{PKG}tensor/__init__.py": "from .device_mesh import init_device_mesh\n",
+    f"{PKG}tensor/device_mesh.py": "from torch.distributed.device_mesh import init_device_mesh\n",
+    f"{PKG}_tensor/__init__.py": (
+        "import sys\nfrom importlib import import_module\nsubmodules = ['device_mesh']\n"
+        "for submodule in submodules:\n    full = f'torch.distributed.tensor.{submodule}'\n"
+        "    sys.modules[f'torch.distributed._tensor.{submodule}'] = import_module(full)\n"),
+    f"{PKG}pipelining/__init__.py": "from .schedules import ScheduleZBV\n__all__ = ['ScheduleZBV']\n",
+    f"{PKG}pipelining/schedules.py": (
+        "class PipelineScheduleMulti:\n    def step(self, *args, target=None):\n        pass\n"
+        "class ScheduleZBV(PipelineScheduleMulti):\n    def own(self):\n        pass\n"),
+    f"{PKG}autograd/__init__.py": "from torch._C._distributed_autograd import backward, get_gradients\n"
+                                  "__all__ = ['get_gradients']\n",
+    f"{PKG}optim/__init__.py": (
+        "import warnings\nfrom .zero import ZeroRedundancyOptimizer\n__all__ = ['ZeroRedundancyOptimizer']\n"
+        "warnings.warn('`TorchScript` support for functional optimizers is deprecated and will be removed.', "
+        "DeprecationWarning)\n"),
+    f"{PKG}optim/zero.py": "class ZeroRedundancyOptimizer:\n    def step(self):\n        pass\n",
+    f"{PKG}stage.py": (
+        "from dataclasses import dataclass, field\n__all__ = ['Info', 'Policy']\n"
+        "@dataclass(frozen=True, kw_only=True)\nclass Info:\n    stage_index: int\n"
+        "@dataclass\nclass Policy:\n    dtype: object = None\n    fn: object = field(default=None, kw_only=True)\n"
+        "    cast: bool = True\n"),
+}
+
+
+def test_inherited_members_cxx_stub_members_redirects_and_names_left_out_of_all_resolve() -> None:
+    facts = read_release(RESOLVING)
+    step = facts["torch.distributed.pipelining.ScheduleZBV.step"]
+    assert step["origin"] == "torch.distributed.pipelining.schedules:PipelineScheduleMulti.step"
+    assert [p[0] for p in step["params"]] == ["args", "target"]
+    assert facts["torch.distributed.ProcessGroup.size"] == {
+        "kind": "method", "doc": "", "origin": "torch._C._distributed_c10d:ProcessGroup.size"}
+    assert "torch.distributed.Work.wait" in facts and "torch.distributed.ProcessGroup._hidden" not in facts
+    assert facts["torch.distributed._tensor.device_mesh"]["origin"] == "torch.distributed.tensor.device_mesh"
+    assert facts["torch.distributed._tensor.device_mesh.init_device_mesh"]["origin"] == \
+        "torch.distributed.device_mesh:init_device_mesh"
+    assert facts["torch.distributed.autograd.backward"]["hidden"] is True  # bound, not in __all__
+    assert "hidden" not in facts["torch.distributed.autograd.get_gradients"]
+
+
+def test_an_import_warning_about_something_else_deprecates_the_module_only() -> None:
+    facts = read_release(RESOLVING)
+    assert "TorchScript" in facts["torch.distributed.optim"]["deprecated"][0]
+    assert "deprecated" not in facts["torch.distributed.optim.ZeroRedundancyOptimizer"]
+
+
+def test_keyword_only_dataclass_fields_are_keyword_only_and_last() -> None:
+    facts = read_release(RESOLVING)
+    assert facts["torch.distributed.stage.Info"]["params"] == [["stage_index", "kw", None]]
+    assert facts["torch.distributed.stage.Policy"]["params"] == [
+        ["dtype", "", "None"], ["cast", "", "True"], ["fn", "kw", "field(default=None, kw_only=True)"]]

@@ -131,3 +131,51 @@ def test_a_docs_fetch_keeps_the_torch_api_cache(tmp_path: Path) -> None:
         stage.commit()
     assert (tmp_path / "upstream/torch-api/facts.json").read_bytes() == before
     assert releases.load_release_facts(tmp_path)["2.4.1"]
+
+
+def test_fetch_only_releases_adds_the_releases_the_index_serves_after_the_newest_cached_one(tmp_path: Path) -> None:
+    index = FakeIndex()
+    releases.fetch_releases(tmp_path, ["2.4.1"], read_release, downloader=index, work_dir=tmp_path)
+    served = ["2.6.0", "2.5.0", "2.5.1", "2.4.1", "2.4.0", "2.3.1", "2.13.0+cpu", "2.7.0rc1"]
+    wanted, found = releases.discover_releases(tmp_path, ["2.4.1"], lister=lambda: served)
+    assert found == ["2.5.1", "2.6.0"], "the last patch of each newer minor; no local build, no pre-release"
+    assert wanted == ["2.4.1", "2.5.1", "2.6.0"]
+    update = releases.fetch_releases(tmp_path, wanted, read_release, downloader=index, work_dir=tmp_path)
+    assert update.read == ["2.5.1", "2.6.0"] and update.kept == ["2.4.1"]
+    assert releases.discover_releases(tmp_path, ["2.4.1"], lister=lambda: served) == (wanted, [])
+
+
+def test_the_index_is_asked_without_the_users_constraint_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, str] = {}
+
+    class Done:
+        returncode, stderr = 0, ""
+        stdout = "torch (2.15.0)\nAvailable versions: 2.15.0, 2.14.1, 2.13.0+cpu\n"
+
+    def run(command: list[str], **kwargs: object) -> Done:
+        env = kwargs["env"]
+        assert isinstance(env, dict)
+        seen.update(env)
+        return Done()
+
+    monkeypatch.setenv("PIP_CONSTRAINT", "/etc/caps-torch.txt")
+    monkeypatch.setattr(releases.subprocess, "run", run)
+    assert releases.pip_index_versions() == ["2.15.0", "2.14.1", "2.13.0+cpu"]
+    assert seen["PIP_CONSTRAINT"] == releases.os.devnull, "a cap on installs must not hide a release to read"
+
+
+def test_the_fetch_command_with_only_releases_reads_a_release_the_index_adds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from fsdp_skill.cli.main import main
+
+    (tmp_path / "assets").mkdir()
+    (tmp_path / releases.RELEASES_FILE).write_text('releases = ["2.4.1"]\n')
+    (tmp_path / "SKILL.md").write_text("# skill\n")
+    index = FakeIndex()
+    monkeypatch.setenv("FSDP_SKILL_ROOT", str(tmp_path))
+    monkeypatch.setattr(releases, "pip_index_versions", lambda: ["2.5.1", "2.4.1"])
+    monkeypatch.setattr(releases, "pip_download", index)
+    assert main(["fetch", "--only-releases"]) == 0
+    assert index.calls == ["2.4.1", "2.5.1"]
+    assert "after the newest one declared or cached: 2.5.1" in capsys.readouterr().err
+    assert list(releases.load_release_facts(tmp_path)) == ["2.4.1", "2.5.1"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.build.what_changed import (
+    ABSENT,
     END,
     LEGACY_STARTS,
     START,
@@ -53,8 +54,9 @@ def test_each_replacement_newer_than_the_oldest_release_read_says_from_which_tor
 
     assert since("torch.distributed.all_gather_into_tensor") == "2.13"  # all_gather_single: AttributeError before
     assert since("torch.distributed.fsdp.FSDPModule.set_reduce_scatter_divide_factor") == "2.8"
-    # "use staging_future from AsyncSaveResponse": a field, dated by the class the message names.
-    assert since("torch.distributed.checkpoint.staging.AsyncStager.synchronize_staging") == "2.9"
+    # "use staging_future from AsyncSaveResponse": no release has it (the class has staging_completion),
+    # so no "2.9+" is claimed for it.
+    assert since("torch.distributed.checkpoint.staging.AsyncStager.synchronize_staging") == ABSENT
     assert since("torch.distributed.checkpoint.load_state_dict") is None  # dcp.load: in 2.4 already
     assert since("torch.distributed.launch.main") is None  # torchrun: not a name the timeline reads
     block = _block(SKILL)

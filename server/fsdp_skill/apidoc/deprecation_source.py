@@ -20,7 +20,8 @@ installs) as well as the installed one's. What counts as deprecating a name, and
   deprecated too when it is a sibling member of the class (`FSDP.state_dict_type() and
   FSDP.set_state_dict_type() are being deprecated`) or a module-level name of this source. Names in the
   replacement clause ("use X", "replaced by X", after the word) never are;
-- a deprecation warning at module level (run on import) deprecates the module and its public names.
+- a deprecation warning at module level (run on import) deprecates the module, and its public names unless
+  the message says something else is deprecated (a subject other than the module).
 """
 
 from __future__ import annotations
@@ -499,6 +500,12 @@ def deprecations_in_source(source: str, module: str, *, is_package: bool = False
 
     for message in scan.module_warnings:
         record(module, message, None)
+        # The import warning deprecates the module's names when it is about the module ("torch.distributed.launch
+        # is deprecated") or names nothing else; 2.4's torch.distributed.optim warns on import that
+        # "`TorchScript` support for functional optimizers is deprecated": ZeroRedundancyOptimizer is not.
+        named = subjects(message)
+        if named and not any(_names(subject, module.rsplit(".", 1)[-1]) or subject == module for subject in named):
+            continue
         public = scan.all_names if scan.all_names is not None else sorted(
             n for n in scan.top_names if not n.startswith("_"))
         for name in public:

@@ -42,8 +42,10 @@ Fact = dict[str, Any]
 
 
 def wanted_path(path: str) -> bool:
-    """Is this wheel member one of the sources read? (torch/distributed/**.py and torch/utils/checkpoint.py)"""
-    return path.endswith(".py") and (path.startswith("torch/distributed/") or path == "torch/utils/checkpoint.py")
+    """Is this wheel member one of the sources read? (torch/distributed/**.py, torch/utils/checkpoint.py, and
+    the `.pyi` stubs of the C++ distributed modules, torch/_C/_distributed*.pyi, for their classes' members)"""
+    return (path.endswith(".py") and (path.startswith("torch/distributed/") or path == "torch/utils/checkpoint.py")) \
+        or (path.startswith("torch/_C/_distributed") and path.endswith(".pyi") and path.count("/") == 2)
 
 
 def public_module(name: str) -> bool:
@@ -125,6 +127,19 @@ def _is_dataclass(node: ast.ClassDef) -> bool:
     return "dataclass" in _decorator_names(node)
 
 
+def _field_flag(value: ast.expr | None, flag: str) -> bool:
+    """Does a dataclass `field(...)` call pass `flag=True`?"""
+    return isinstance(value, ast.Call) and ast.unparse(value.func).rsplit(".", 1)[-1] == "field" and any(
+        k.arg == flag and isinstance(k.value, ast.Constant) and k.value.value is True for k in value.keywords)
+
+
+def _kw_only(node: ast.ClassDef) -> bool:
+    """@dataclass(kw_only=True): every field is keyword-only (2.15's PipelineStageInfo)."""
+    return any(isinstance(d, ast.Call) and ast.unparse(d.func).rsplit(".", 1)[-1] == "dataclass" and any(
+        k.arg == "kw_only" and isinstance(k.value, ast.Constant) and k.value.value is True for k in d.keywords)
+        for d in node.decorator_list)
+
+
 def _in_init(value: ast.expr | None) -> bool:
     """False for a dataclass `field(init=False)`, which the generated __init__ leaves out."""
     if isinstance(value, ast.Call) and ast.unparse(value.func).rsplit(".", 1)[-1] == "field":
@@ -163,12 +178,18 @@ class _Reader:
         if "dataclass" in _decorator_names(node) or any(b.endswith("NamedTuple") for b in bases):
             inherited = self.class_init(base[0], base[1], depth + 1) if base and _is_dataclass(base[0]) else None
             fields = {p[0]: p for p in inherited or []}
+            keyword_only = _kw_only(node)  # @dataclass(kw_only=True); a `_: KW_ONLY` line turns it on
             for statement in node.body:
                 if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
+                        and ast.unparse(statement.annotation).rsplit(".", 1)[-1] == "KW_ONLY":
+                    keyword_only = True
+                elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) \
                         and "ClassVar" not in ast.unparse(statement.annotation) and _in_init(statement.value):
                     default = None if statement.value is None else _short(ast.unparse(statement.value), DEFAULT_CHARS)
-                    fields[statement.target.id] = [statement.target.id, "", default]
-            return list(fields.values())
+                    kind = "kw" if keyword_only or _field_flag(statement.value, "kw_only") else ""
+                    fields[statement.target.id] = [statement.target.id, kind, default]
+            # the generated __init__ puts keyword-only fields after the others (MixedPrecisionPolicy, 2.15)
+            return sorted(fields.values(), key=lambda p: p[1] == "kw")
         if base is not None:
             return self.class_init(base[0], base[1], depth + 1)
         return None
@@ -193,9 +214,9 @@ class _Reader:
             if init is not None:
                 fact["params"] = init
         elif binding.kind == "module":
-            module = self.source.modules.get(binding.source)
+            module = self.source.modules.get(self.source.real(binding.source))
             fact = {"kind": "module", "doc": _first_line(module.tree) if module else ""}
-            origin = binding.source
+            origin = self.source.real(binding.source)
         elif binding.kind == "import":  # from torch._C (or a module not in the sources)
             fact = {"kind": "external"}
             if binding.conditional:  # `try: from torch._C._distributed_c10d import ProcessGroupNCCL`: not every build
@@ -205,53 +226,129 @@ class _Reader:
         fact["origin"] = origin
         return self.deprecate(fact, origin.replace(":", "."))
 
-    def members(self, node: ast.ClassDef, module: str) -> dict[str, Fact]:
-        """The public methods and properties defined in the class body (not inherited ones)."""
+    def base_classes(self, node: ast.ClassDef, module: str) -> list[tuple[ast.ClassDef, str]]:
+        """The base classes the release's sources (or its C++ stubs) define, in order: `Shard(Placement)`
+        and 2.15's `Shard(torch._C._distributed.Shard)` alike."""
+        found = []
+        for base in node.bases:
+            dotted = ast.unparse(base)
+            owner, _, name = dotted.rpartition(".")
+            resolved = self.source.resolve(module, name) if not owner else self._dotted_class(module, owner, name)
+            if resolved and isinstance(resolved[2].node, ast.ClassDef):
+                found.append((resolved[2].node, resolved[0]))
+            elif resolved and resolved[2].kind == "import":  # a C++ class: its stub, when the wheel has one
+                stub = self.stub_class(resolved[0], resolved[1])
+                if stub is not None:
+                    found.append(stub)
+        return found
+
+    def _dotted_class(self, module: str, owner: str, name: str) -> tuple[str, str, Binding] | None:
+        """`torch._C._distributed.Shard` or `alias.Name` as a base class."""
+        binding = self.source.lookup(module, owner.split(".")[0])
+        path = owner if binding is None or binding.kind != "module" else binding.source + owner[
+            len(owner.split(".")[0]):]
+        stub = self.stub_class(path, name)
+        if stub is not None:
+            return stub[1], name, Binding("class", stub[0])
+        return self.source.resolve(path, name) if path in self.source.modules else None
+
+    def stub_class(self, module: str, name: str) -> tuple[ast.ClassDef, str] | None:
+        """The class `name` of a C++ module's `.pyi` stub (torch/_C/_distributed_c10d.pyi's ProcessGroup)."""
+        stub = self.source.modules.get(module)
+        binding = stub.bindings.get(name) if stub is not None and stub.path.endswith(".pyi") else None
+        return (binding.node, module) if binding and isinstance(binding.node, ast.ClassDef) else None
+
+    def members(self, node: ast.ClassDef, module: str, depth: int = 0) -> dict[str, Fact]:
+        """The public methods and properties of a class: its body's, then its bases' (inherited, as
+        attribute access finds them; the class's own win). Each carries the origin of the class that
+        defines it, so two spellings of one class give members of one object."""
         found: dict[str, Fact] = {}
+        stub = self.source.modules[module].path.endswith(".pyi") if module in self.source.modules else False
         for statement in node.body:
             if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) or statement.name.startswith("_"):
                 continue
             decorators = _decorator_names(statement)
-            if "overload" in decorators or "setter" in decorators or "deleter" in decorators:
+            if "setter" in decorators or "deleter" in decorators or statement.name in found:
                 continue
+            if "overload" in decorators and not stub:
+                continue  # the implementation follows; a stub has only its overloads (their signatures differ)
             kind = next((k for k in ("property", "classmethod", "staticmethod") if k in decorators), "method")
             if kind == "property" or "cached_property" in decorators:
                 fact: Fact = {"kind": "property", "doc": _first_line(statement)}
+            elif stub:  # C++: the stub's parameters are not the runtime's (pybind gives no signature)
+                fact = {"kind": kind, "doc": ""}
             else:
                 fact = self.callable_fact(statement, kind, drop_first=kind != "staticmethod")
+            fact["origin"] = f"{module}:{node.name}.{statement.name}"
             found[statement.name] = self.deprecate(fact, f"{module}.{node.name}.{statement.name}")
+        if depth < 8:
+            for base, base_module in self.base_classes(node, module):
+                for name, fact in self.members(base, base_module, depth + 1).items():
+                    found.setdefault(name, fact)
         return found
 
 
+def _class_of(reader: _Reader, fact: Fact, binding: Binding) -> tuple[ast.ClassDef, str] | None:
+    """The class node (and its module) an exported name is: a class of the sources, or a C++ class
+    whose `.pyi` stub the wheel ships (ProcessGroup, Work, Store, Placement from 2.15)."""
+    if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
+        return binding.node, fact["origin"].split(":")[0]
+    if fact["kind"] == "external":
+        module, _, name = fact["origin"].partition(":")
+        return reader.stub_class(module, name)
+    return None
+
+
+def _hidden_names(source: ReleaseSource, module_name: str, exported: list[str]) -> list[str]:
+    """Public names a module binds but does not export (a name that left `__all__` still imports:
+    torch.distributed.autograd.backward): its own definitions and what it imports from torch.distributed
+    or elsewhere in torch (2.15's `from torch.compiler import is_dynamo_compiling as is_torchdynamo_compiling`).
+    The build keeps them only for names some release exports."""
+    module = source.modules[source.real(module_name)]
+    return [name for name, b in module.bindings.items()
+            if not name.startswith("_") and name not in exported and b.kind != "module"
+            and (b.kind != "import" or b.source.startswith("torch."))]
+
+
 def read_release(files: dict[str, str]) -> dict[str, Fact]:
-    """{qualified name: fact} for the release whose sources are `files` ({wheel path: text})."""
+    """{qualified name: fact} for the release whose sources are `files` ({wheel path: text}). A name
+    `hidden` resolves (import + attribute access) without being exported."""
     source = ReleaseSource({p: t for p, t in files.items() if wanted_path(p)})
     reader = _Reader(source)
     facts: dict[str, Fact] = {}
-    classes: dict[str, list[tuple[str, ast.ClassDef, str]]] = {}  # origin -> (public name, node, module)
-    for module_name in sorted(source.modules):
+    classes: list[tuple[str, ast.ClassDef, str, bool]] = []  # (public name, node, module, hidden)
+    names = sorted(set(source.modules) | set(source.redirects))
+    for module_name in names:
         if not public_module(module_name):
             continue
-        module = source.modules[module_name]
+        real = source.real(module_name)
+        module = source.modules[real]
         # `from .fully_shard import fully_shard` in a package rebinds the submodule's name to the function:
         # an export read earlier (the package sorts first) wins over the submodule of the same name.
         if module_name not in facts:
             facts[module_name] = reader.deprecate(
-                {"kind": "module", "doc": _first_line(module.tree), "origin": module_name}, module_name)
-        for name in source.exports(module_name):
+                {"kind": "module", "doc": _first_line(module.tree), "origin": real}, real)
+        exported = source.exports(module_name)
+        for name, hidden in [(n, False) for n in exported] + [(n, True) for n in _hidden_names(
+                source, module_name, exported)]:
             resolved = source.resolve(module_name, name)
-            if resolved is None:
+            if resolved is None or f"{module_name}.{name}" in facts:
                 continue  # listed in __all__ but never bound (a stale entry): `from m import *` fails on it
             defining, real_name, binding = resolved
-            if binding.kind == "module" and binding.source == f"{module_name}.{name}":
+            if binding.kind == "module" and source.real(binding.source) == source.real(f"{module_name}.{name}"):
                 continue  # a submodule: it has its own entry
             fact = reader.deprecate(reader.fact(defining, real_name, binding), f"{module_name}.{name}")
+            if hidden:
+                fact["hidden"] = True
             facts[f"{module_name}.{name}"] = fact
-            if binding.kind == "class" and isinstance(binding.node, ast.ClassDef):
-                classes.setdefault(fact["origin"], []).append((f"{module_name}.{name}", binding.node, defining))
-    for _origin, spellings in sorted(classes.items()):
-        public, node, defining = min(spellings, key=lambda s: (s[0].count("."), s[0]))
+            found = _class_of(reader, fact, binding)
+            if found is not None:
+                classes.append((f"{module_name}.{name}", found[0], found[1], hidden))
+    for public, node, defining, hidden in classes:
+        # Members of a class some builds lack (ProcessGroupMPI: only where torch was built with MPI) share that.
+        mark = {"hidden": True} if hidden else {}
+        if facts[public].get("conditional"):
+            mark["conditional"] = True
         for member, fact in reader.members(node, defining).items():
-            facts[f"{public}.{member}"] = fact
+            facts[f"{public}.{member}"] = {**fact, **mark}
     return dict(sorted(facts.items()))
-

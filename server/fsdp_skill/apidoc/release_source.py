@@ -26,7 +26,8 @@ MAX_ALIAS_DEPTH = 12  # longest chain of re-exports followed (cycles stop here t
 
 
 def module_name(path: str) -> str:
-    """'torch/distributed/fsdp/__init__.py' -> 'torch.distributed.fsdp'."""
+    """'torch/distributed/fsdp/__init__.py' -> 'torch.distributed.fsdp' (a `.pyi` stub of a C++ module:
+    'torch/_C/_distributed_c10d.pyi' -> 'torch._C._distributed_c10d')."""
     parts = list(PurePosixPath(path).with_suffix("").parts)
     if parts and parts[-1] == "__init__":
         parts = parts[:-1]
@@ -55,6 +56,8 @@ class Module:
     star_imports: list[str] = field(default_factory=list)
     # How __all__ is built, in order: ('=', expr), ('+=', expr), ('extend', expr), ('append', expr).
     all_steps: list[tuple[str, ast.expr]] = field(default_factory=list)
+    # `sys.modules["a.b"] = import_module("c.d")` run on import (the `_tensor` shim's loop): {a.b: c.d}
+    redirects: dict[str, str] = field(default_factory=dict)
 
 
 def _absolute(module: Module, level: int, target: str | None) -> str:
@@ -106,6 +109,66 @@ def _literal_names(node: ast.AST) -> list[str] | None:
     return None
 
 
+def _format(node: ast.expr, env: dict[str, str]) -> str | None:
+    """A string constant, a name `env` binds, or an f-string over `env`; None otherwise."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name):
+        return env.get(node.id)
+    if isinstance(node, ast.JoinedStr):
+        out = []
+        for part in node.values:
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                out.append(part.value)
+            elif isinstance(part, ast.FormattedValue) and isinstance(part.value, ast.Name) and part.value.id in env:
+                out.append(env[part.value.id])
+            else:
+                return None
+        return "".join(out)
+    return None
+
+
+def _redirect(statement: ast.stmt, env: dict[str, str]) -> tuple[str, str] | None:
+    """(alias, real module) of `sys.modules[ALIAS] = import_module(REAL)` (either may be an f-string of
+    `env`'s loop variables); None for any other statement."""
+    if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1):
+        return None
+    target, value = statement.targets[0], statement.value
+    if not (isinstance(target, ast.Subscript) and ast.unparse(target.value) == "sys.modules"
+            and isinstance(value, ast.Call) and ast.unparse(value.func).rsplit(".", 1)[-1] == "import_module"
+            and len(value.args) == 1):
+        return None
+    alias, real = _format(target.slice, env), _format(value.args[0], env)
+    return (alias, real) if alias and real else None
+
+
+def _redirects(module: "Module") -> dict[str, str]:
+    """The `sys.modules` redirects a module runs on import: single statements and `for x in LIST:` loops
+    over a literal list (or a module-level name bound to one), as torch.distributed._tensor does from 2.5
+    (`_tensor.device_mesh` is `tensor.device_mesh` though no file defines it)."""
+    lists = {name: values for statement in module.tree.body if isinstance(statement, ast.Assign)
+             for name, values in [(ast.unparse(statement.targets[0]), _literal_names(statement.value))]
+             if values is not None}
+    found: dict[str, str] = {}
+    for statement in module.tree.body:
+        one = _redirect(statement, {})
+        if one:
+            found[one[0]] = one[1]
+        if isinstance(statement, ast.For) and isinstance(statement.target, ast.Name):
+            values = _literal_names(statement.iter) or lists.get(ast.unparse(statement.iter))
+            for value in values or []:
+                env = {statement.target.id: value}
+                for inner in statement.body:  # `full = f"torch.distributed.tensor.{submodule}"` then the redirect
+                    if isinstance(inner, ast.Assign) and isinstance(inner.targets[0], ast.Name):
+                        text = _format(inner.value, env)
+                        if text is not None:
+                            env[inner.targets[0].id] = text
+                    one = _redirect(inner, env)
+                    if one:
+                        found[one[0]] = one[1]
+    return found
+
+
 class ReleaseSource:
     """Every module of one release's sources, with name resolution across them."""
 
@@ -121,7 +184,11 @@ class ReleaseSource:
             name = module_name(path)
             module = Module(name, path, files[path], tree, path.endswith("__init__.py"))
             self._bind(module)
+            module.redirects = _redirects(module)
             self.modules[name] = module
+        # {alias: real module}: a redirect to a module the sources have, unless a file defines the alias
+        self.redirects = {alias: real for module in self.modules.values() for alias, real in module.redirects.items()
+                          if real in self.modules and alias not in self.modules}
         self._exports: dict[str, list[str]] = {}
 
     # --- per module -------------------------------------------------------------------------------
@@ -202,9 +269,13 @@ class ReleaseSource:
             names = value if step == "=" else (names or []) + value
         return None if names is None else list(dict.fromkeys(names))
 
+    def real(self, module_name: str) -> str:
+        """The module a name means at run time: itself, or what a `sys.modules` redirect puts there."""
+        return self.redirects.get(module_name, module_name)
+
     def _submodule(self, package: str, name: str) -> str | None:
         full = f"{package}.{name}"
-        return full if full in self.modules else None
+        return full if full in self.modules or full in self.redirects else None
 
     def exports(self, module_name: str) -> list[str]:
         """The names `from module import *` gives, and the ones a module offers users: `__all__` if it is
@@ -213,7 +284,7 @@ class ReleaseSource:
         if module_name in self._exports:
             return self._exports[module_name]
         self._exports[module_name] = []  # a star-import cycle ends here
-        module = self.modules.get(module_name)
+        module = self.modules.get(self.real(module_name))
         if module is None:
             return []
         declared = self.declared_all(module)
@@ -237,6 +308,7 @@ class ReleaseSource:
 
     def lookup(self, module_name: str, name: str) -> Binding | None:
         """The binding of `name` in `module_name`: its own, a submodule of a package, or via a star import."""
+        module_name = self.real(module_name)
         module = self.modules.get(module_name)
         if module is None:
             return None
@@ -260,7 +332,7 @@ class ReleaseSource:
                 sub = self._submodule(current, wanted)
                 return (current, wanted, Binding("module", source=sub)) if sub else None
             if binding.kind == "import":
-                if binding.source.startswith(EXTERNAL_PREFIXES) or binding.source not in self.modules:
+                if binding.source.startswith(EXTERNAL_PREFIXES) or self.real(binding.source) not in self.modules:
                     sub = self._submodule(binding.source, binding.name)
                     if sub:
                         return binding.source, binding.name, Binding("module", source=sub)
@@ -272,5 +344,5 @@ class ReleaseSource:
                 if target != wanted and self.lookup(current, target) is not None:
                     wanted = target
                     continue
-            return current, wanted, binding
+            return self.real(current), wanted, binding
         return None

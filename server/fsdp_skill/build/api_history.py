@@ -3,17 +3,21 @@ references/api-history.json (per qualified name: versions, deprecation, removal,
 and references/versions.md (per release: what was added, deprecated, removed, moved, re-signed).
 
 Offline and deterministic: the same cache gives the same bytes. The rules:
-- versions: the releases whose facts have the name; removed_in: the release after the last of them, when
+- versions: the releases whose facts have the name (exported, or `hidden`: still resolving after it left
+  `__all__`; a name no release exports is dropped); removed_in: the release after the last of them, when
   the newest release lacks it;
-- deprecated_since: the first release whose facts carry a deprecation (message and replacement from the
-  newest one);
+- deprecations: each run of releases warning with one message, as that release words it, with `until` (the
+  first later release with the name and without that warning) and a note when the replacement it names
+  does not exist in its first release; deprecated_since / deprecated_until are the first start and the
+  last end, deprecation and replacement the newest message's;
 - signature_changes: between each release that has the name and the previous one that has it, the
   parameters added, removed, whose default text changed, or whose kind changed (keyword-only …);
-- moved_from: names under which the same object was found before the name appeared, with the same last
-  component (the last two for a member) and kind: one that still exists in the release where the name
-  appears with the same origin (`_composable.fsdp.fully_shard` re-exports `fsdp.fully_shard` from 2.6),
-  one that disappears exactly then (a moved file), or a module whose path differs only in a private
-  `_` part (`_tensor` -> `tensor`). moved_to is the inverse.
+- moved_from: names under which the object was defined elsewhere before the name appeared, with the same
+  last component (the last two for a member) and kind, that now re-export it (`_composable.fsdp.fully_shard`
+  re-exports `fsdp.fully_shard` from 2.6) or disappeared exactly then with the same parameters (a moved
+  file), or a module whose path differs only in a private `_` part (`_tensor` -> `tensor`). A new
+  spelling of a definition that did not move is an alias, not a move. moved_to is the inverse;
+- aliases: the other names with the same origin in the newest release that has the name.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from fsdp_skill.core.api_history import (
     HISTORY_FILE,
     ApiHistory,
     Changes,
+    DeprecationSpan,
     NameHistory,
     SignatureChange,
     dump_history,
@@ -38,6 +43,8 @@ __all__ = ["VERSIONS_FILE", "build_history", "history_files", "render_versions",
 
 VERSIONS_FILE = "versions.md"
 MEMBER_KINDS = ("method", "property", "classmethod", "staticmethod")
+MAX_ALIASES = 12
+SCOPE = ("torch.distributed", "torch.utils.checkpoint")
 Fact = dict[str, Any]
 
 
@@ -92,24 +99,82 @@ def _moves(per_release: dict[str, dict[str, Fact]], releases: list[str],
             if earlier["kind"] != kind:
                 continue
             now = per_release[first].get(other)
-            same_object = now is not None and now.get("origin") == fact.get("origin") and kind != "external"
-            # Gone exactly when this name appeared, with the same parameters: the file moved.
+            # A move is the definition moving: the old name's object was defined elsewhere than the new
+            # name's, and the old name now re-exports the new one or is gone with the same parameters (the
+            # file moved). A new spelling of an unchanged definition is an alias, not a move
+            # (`_tensor.init_device_mesh` re-exports `device_mesh.init_device_mesh`).
+            relocated = earlier.get("origin") != fact.get("origin")
+            same_object = now is not None and now.get("origin") == fact.get("origin")
             vanished = now is None and [p[0] for p in earlier.get("params", [])] == [
                 p[0] for p in fact.get("params", [])]
-            if same_object or vanished or kind == "module":  # modules: the pool differs only in `_` parts
+            if kind == "module" or (relocated and (same_object or vanished)):  # modules: differ in `_` parts
                 found.append(other)
         if found:
             moved[name] = sorted(found, key=lambda n: (n.count("."), n))
     return moved
 
 
+def _exists(name: str, owner: str, facts: dict[str, Fact]) -> bool:
+    """Does a replacement a message names exist in a release: as spelled, beside the deprecated name, or
+    (a bare name) as the last part of some name of that release."""
+    if name in facts or f"{owner}.{name}" in facts or f"torch.{name}" in facts:
+        return True
+    return "." not in name and any(n.endswith("." + name) for n in facts)
+
+
+def _spans(name: str, present: list[str], per_release: dict[str, dict[str, Fact]],
+           releases: list[str]) -> list[DeprecationSpan]:
+    """The runs of releases that warn with one message, each with its end and a note when the replacement
+    it names does not exist in its first release (the 2.13 message's all_gather_single is not in 2.12)."""
+    spans: list[DeprecationSpan] = []
+    owner = name.rpartition(".")[0]
+    for release in present:
+        stated = per_release[release][name].get("deprecated")
+        current = spans[-1] if spans and spans[-1].until is None else None
+        if current is not None and (not stated or stated[0] != current.message):
+            current.until = release
+            current = None
+        if stated and current is None:
+            message, replacement = stated[0], stated[1]
+            note = None
+            # Checked where the timeline could hold it: a bare name or one in the scope (not `torch.compile`).
+            checkable = replacement and ("." not in replacement or replacement.startswith(SCOPE))
+            if checkable and not _exists(replacement, owner, per_release[release]):
+                later = [r for r in releases if release_key(r) > release_key(release)
+                         and _exists(replacement, owner, per_release[r])]
+                note = f"replacement {replacement} not available in {release}" + (
+                    f" (first in {later[0]})" if later else ": it exists in no release read")
+            spans.append(DeprecationSpan(since=release, message=message, replacement=replacement, note=note))
+    return spans
+
+
+def _aliases(name: str, release: str, origins: dict[str, dict[str, list[str]]],
+             per_release: dict[str, dict[str, Fact]]) -> list[str]:
+    """Other names of the object `name` is in `release` (same origin), least private and shortest first."""
+    origin = per_release[release][name].get("origin")
+    same = [n for n in origins[release].get(origin or "", []) if n != name] if origin else []
+    return sorted(same, key=lambda n: ("._" in n, n.count("."), n))[:MAX_ALIASES]
+
+
+def _visible(per_release: dict[str, dict[str, Fact]]) -> dict[str, dict[str, Fact]]:
+    """The facts without the `hidden` mark, limited to names some release exports: a name that only ever
+    resolves unexported (a module's helper) is not in the scope; one that left `__all__` still exists."""
+    exported = {name for facts in per_release.values() for name, fact in facts.items() if not fact.get("hidden")}
+    return {release: {name: {k: v for k, v in fact.items() if k != "hidden"} for name, fact in facts.items()
+                      if name in exported} for release, facts in per_release.items()}
+
+
 def build_history(per_release: dict[str, dict[str, Fact]], pinned: str) -> ApiHistory:
     """The timeline of every name the releases' facts hold."""
+    per_release = _visible(per_release)
     releases = sorted(per_release, key=release_key)
     versions: dict[str, list[str]] = defaultdict(list)
+    origins: dict[str, dict[str, list[str]]] = {release: defaultdict(list) for release in releases}
     for release in releases:
-        for name in per_release[release]:
+        for name, fact in per_release[release].items():
             versions[name].append(release)
+            if fact.get("origin"):
+                origins[release][fact["origin"]].append(name)
     moved_from = _moves(per_release, releases, versions)
     moved_to: dict[str, list[str]] = defaultdict(list)
     for name, sources in moved_from.items():
@@ -119,7 +184,7 @@ def build_history(per_release: dict[str, dict[str, Fact]], pinned: str) -> ApiHi
     for name, present in sorted(versions.items()):
         facts = [per_release[r][name] for r in present]
         latest = facts[-1]
-        deprecated = [(r, f["deprecated"]) for r, f in zip(present, facts, strict=True) if f.get("deprecated")]
+        spans = _spans(name, present, per_release, releases)
         changes = []
         pairs = list(zip(present, facts, strict=True))
         for (_, old), (release, new) in zip(pairs, pairs[1:], strict=False):
@@ -132,21 +197,26 @@ def build_history(per_release: dict[str, dict[str, Fact]], pinned: str) -> ApiHi
             name=name,
             kind=latest["kind"],
             versions=present,
-            deprecated_since=deprecated[0][0] if deprecated else None,
-            deprecation=deprecated[-1][1][0] if deprecated else None,
-            replacement=deprecated[-1][1][1] if deprecated else None,
+            deprecated_since=spans[0].since if spans else None,
+            deprecated_until=spans[-1].until if spans else None,
+            deprecation=spans[-1].message if spans else None,
+            replacement=spans[-1].replacement if spans else None,
+            deprecations=spans,
             removed_in=releases[last + 1] if last + 1 < len(releases) else None,
             moved_from=moved_from.get(name, []),
             moved_to=sorted(moved_to.get(name, [])),
             signature_changes=changes,
             origin=latest.get("origin", ""),
+            aliases=_aliases(name, present[-1], origins, per_release),
+            conditional=bool(latest.get("conditional")),
         )
     return ApiHistory(releases=releases, pinned=pinned if pinned in releases else releases[-1], names=names)
 
 
 # --- versions.md --------------------------------------------------------------------------------------------
 
-_HEADINGS = [("added", "Added"), ("deprecated", "Deprecated"), ("removed", "Removed"), ("moved", "Moved"),
+_HEADINGS = [("added", "Added"), ("deprecated", "Deprecated"), ("undeprecated", "No longer deprecated"),
+             ("removed", "Removed"), ("moved", "Moved"),
              ("signature_changed", "Signature changed")]
 
 

@@ -2,7 +2,9 @@
 
 A pattern's `min_torch:` header line (right after `name:`) states it; `fsdp-skill validate` recomputes it here and
 reports a header that disagrees. What the pattern needs: every torch.distributed / torch.utils.checkpoint name it
-imports or uses as a dotted name (`build.code_names.used_names`), each module it imports, and every keyword
+imports or uses as a dotted name (`build.code_names.used_names`), each module it imports, the methods it calls on
+instances of the scope's classes it imports (`module.set_gradient_divide_factor(...)` with FSDPModule imported:
+the instance's type is not known statically), and every keyword
 argument it passes to one of those callables (`fully_shard(m, shard_placement_fn=...)`). Each needs the first
 release of the run of releases that ends at the pinned torch and has it (a keyword: the release whose signature
 change added it, when later than the name itself). A name the timeline does not hold (an enum value, a class's
@@ -80,6 +82,24 @@ def _keywords(tree: ast.Module) -> set[tuple[str, str]]:
     return found
 
 
+def _instance_methods(tree: ast.Module, history: ApiHistory) -> set[str]:
+    """`Class.method` for every call `obj.method(...)` on an object that is not an imported name (an instance:
+    `module.set_gradient_divide_factor(1.0)`) where a class the code imports from the scope has that method
+    in the timeline: the type is not known statically, the classes the code names are the candidates."""
+    names = {**CONVENTIONAL, **page_imports([tree])}
+    classes = [path for path in names.values() if path.startswith(SCOPE)
+               and (entry := history.names.get(path)) is not None and entry.kind in ("class", "external")]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        owner = dotted_parts(node.func.value) if isinstance(node.func.value, (ast.Name, ast.Attribute)) else None
+        if owner and owner[0] in names:
+            continue  # `dist.barrier()`, `FSDP.state_dict_type(...)`: a dotted name, counted by used_names
+        found.update(f"{cls}.{node.func.attr}" for cls in classes if f"{cls}.{node.func.attr}" in history.names)
+    return found
+
+
 def _modules(tree: ast.Module) -> set[str]:
     found: set[str] = set()
     for node in ast.walk(tree):
@@ -98,7 +118,7 @@ def min_torch(text: str, history: ApiHistory) -> MinTorch:
         tree = ast.parse(text)
     except SyntaxError:
         return MinTorch(oldest)
-    for name in sorted(used_names([text]) | _modules(tree)):
+    for name in sorted(used_names([text]) | _modules(tree) | _instance_methods(tree, history)):
         entry = _entry(name, history)
         since = _since(entry, history) if entry else None
         if since:

@@ -71,12 +71,18 @@ def deprecated(drift: str) -> list[tuple[str, str]]:
 _IDENTIFIER = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]*\b")
 
 
+# What replacement_since says of a replacement no release has, though the warning ties it to a class the
+# timeline reads ("use staging_future from AsyncSaveResponse": that class has staging_completion).
+ABSENT = "absent"
+
+
 def replacement_since(name: str, replacement: str, message: str, history: ApiHistory) -> str | None:
     """The first release (major.minor) that has the replacement of `name`, when it is newer than the oldest
     release read (an agent on an older torch cannot use it: `all_gather_single` is 2.13+); None when it is
     that old, or when the replacement is not a name the timeline reads (`torchrun`, `DistributedDataParallel`).
-    A bare replacement is looked up beside the deprecated name, then as a unique public short name; one the
-    timeline lacks (`staging_future`, a field) by the names its message mentions (`AsyncSaveResponse`)."""
+    A bare replacement is looked up beside the deprecated name, then as a unique public short name. One the
+    timeline lacks whose message names a class it reads (`staging_future` ... `AsyncSaveResponse`) is
+    ABSENT: no release has it, so no release may be claimed for it."""
     names = history.names
     owner = name.rpartition(".")[0]
     candidates: list[str] = []
@@ -87,11 +93,8 @@ def replacement_since(name: str, replacement: str, message: str, history: ApiHis
         candidates = [n for n in near if n in names] or _public_short(names, replacement)
     if not candidates:
         short = name.rsplit(".", 1)[-1]
-        for word in dict.fromkeys(_IDENTIFIER.findall(message)):
-            if word != short and word[:1].isupper():
-                candidates += _public_short(names, word)
-    if not candidates:
-        return None
+        words = [w for w in dict.fromkeys(_IDENTIFIER.findall(message)) if w != short and w[:1].isupper()]
+        return ABSENT if replacement and any(_public_short(names, word) for word in words) else None
     first = min((names[n].versions[0] for n in candidates if names[n].versions), key=release_key, default=None)
     if first is None or first == history.releases[0]:
         return None
@@ -232,6 +235,8 @@ def _item(shorts: list[str], shown: str, since: str | None = None) -> str:
     names = ", ".join(f"`{short}`" for short in shorts)
     if not shown:
         return f"{names} (none named)"
+    if since == ABSENT:
+        return f"{names} → {shown} (as the warning says; no release has it)"
     if shown.startswith("("):  # a rule or "(same name)": the release goes inside it
         return f"{names} {shown[:-1]}, {since}+)" if since else f"{names} {shown}"
     return f"{names} → {shown} ({since}+)" if since else f"{names} → {shown}"
@@ -240,6 +245,8 @@ def _item(shorts: list[str], shown: str, since: str | None = None) -> str:
 def _item_since(owner: str, shorts: list[str], since: dict[str, str]) -> str | None:
     """The newest first release among the replacements of an item's names (all of them work from it)."""
     found = [since[f"{owner}.{short}"] for short in shorts if f"{owner}.{short}" in since]
+    if ABSENT in found:
+        return ABSENT
     return max(found, key=release_key) if found else None
 
 

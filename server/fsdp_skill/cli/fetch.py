@@ -25,7 +25,14 @@ def cli_fetch(args: argparse.Namespace) -> int:
     if not args.release and not args.only_releases and not (root / releases.RELEASES_FILE).is_file():
         print(f"note: {releases.RELEASES_FILE} is absent here, so no torch release's API was read")
         return 0
-    wanted = [releases.check_release(r) for r in args.release] if args.release else releases.declared_releases(root)
+    if args.release:
+        wanted = [releases.check_release(r) for r in args.release]
+    elif args.only_releases:  # a release newer than the newest cached one is found, not waited for by hand
+        wanted, found = releases.discover_releases(root, releases.declared_releases(root))
+        print(f"releases on the package index after the newest one declared or cached: {', '.join(found) or 'none'}",
+              file=sys.stderr, flush=True)
+    else:
+        wanted = releases.declared_releases(root)
     update = releases.fetch_releases(root, wanted, read_release, refresh=args.refresh_releases,
                                      log=lambda line: print(line, file=sys.stderr, flush=True))
     print(releases.summary(update))

@@ -18,10 +18,11 @@ def _toolbox() -> Toolbox:
 def render_history(entry: ApiHistoryResult) -> str:
     lines = [f"{entry.name} ({entry.kind})", f"  {entry.since}",
              f"  releases: {', '.join(entry.versions)} (read: {entry.releases_read[0]} … {entry.releases_read[-1]})"]
-    if entry.deprecated_since:
-        lines.append(f"  deprecated since {entry.deprecated_since}: {entry.deprecation}")
-        if entry.replacement:
-            lines.append(f"  replacement: {entry.replacement}")
+    for span in entry.deprecations:
+        until = f", until {span.until}" if span.until else ""
+        lines.append(f"  deprecated since {span.since}{until}: {span.message}")
+        if span.replacement:
+            lines.append(f"  replacement: {span.replacement}" + (f" ({span.note})" if span.note else ""))
     if entry.removed_in:
         lines.append(f"  removed in {entry.removed_in}")
     if entry.moved_from:
@@ -33,15 +34,16 @@ def render_history(entry: ApiHistoryResult) -> str:
             ("added", change.added), ("removed", change.removed), ("default changed:", change.defaults_changed),
             ("kind changed:", change.kinds_changed)) if params]
         lines.append(f"  {change.version}: {'; '.join(parts)}")
-    if entry.other_matches:
-        lines.append(f"  also named so: {', '.join(entry.other_matches)}")
+    if entry.aliases:  # the same object under other names (re-exports), not other APIs
+        lines.append(f"  aliases: {', '.join(entry.aliases)}")
     return "\n".join(lines)
 
 
 def render_changes(changes: WhatChangedResult) -> str:
     where = f" ({changes.area})" if changes.area else ""
     lines = [f"torch {changes.from_version} -> {changes.to_version}{where}"]
-    for key, title in (("added", "added"), ("deprecated", "deprecated"), ("removed", "removed"), ("moved", "moved"),
+    for key, title in (("added", "added"), ("deprecated", "deprecated"), ("undeprecated", "no longer deprecated"),
+                       ("removed", "removed"), ("moved", "moved"),
                        ("signature_changed", "signature changed")):
         items = getattr(changes, key)
         if not items:

@@ -24,10 +24,12 @@ from fsdp_skill.core.errors import UserError
 
 __all__ = [
     "AREAS",
+    "CHANGE_KINDS",
     "HISTORY_FILE",
     "ApiHistory",
     "Change",
     "Changes",
+    "DeprecationSpan",
     "OTHER_AREA",
     "NameHistory",
     "SignatureChange",
@@ -42,6 +44,8 @@ __all__ = [
 ]
 
 HISTORY_FILE = "api-history.json"
+# The kinds of change what_changed reports, in the order they are shown.
+CHANGE_KINDS = ("added", "deprecated", "undeprecated", "removed", "moved", "signature_changed")
 SCHEMA = 1
 # The scope's areas, most important first: what_changed and versions.md list changes in this order.
 AREAS: list[tuple[str, tuple[str, ...]]] = [
@@ -72,6 +76,17 @@ class SignatureChange(_Model):
                                      description="Parameters that became keyword-only / positional-only or back.")
 
 
+class DeprecationSpan(_Model):
+    """Releases in a row that warn with one message: what that release says, and whether it can be followed."""
+
+    since: str = Field(description="First release of the span.")
+    until: str | None = Field(default=None, description="First release after the span that has the name but "
+                                                        "does not warn (or warns otherwise); null when none.")
+    message: str = Field(description="The warning as these releases word it.")
+    replacement: str | None = Field(default=None, description="What this message says to use.")
+    note: str | None = Field(default=None, description="Set when the replacement does not exist in `since`.")
+
+
 class NameHistory(_Model):
     """The timeline of one qualified name across the releases read."""
 
@@ -80,8 +95,13 @@ class NameHistory(_Model):
                                   "or external (defined in C++: its signature is not read).")
     versions: list[str] = Field(description="Every release read, oldest first, in which the name exists.")
     deprecated_since: str | None = Field(default=None, description="First release where it is deprecated.")
+    deprecated_until: str | None = Field(default=None, description="First release, after the last one that "
+                                         "warns, that has the name and no longer warns; null while the newest "
+                                         "release with the name warns.")
     deprecation: str | None = Field(default=None, description="The deprecation message (newest release).")
     replacement: str | None = Field(default=None, description="What the deprecation message says to use.")
+    deprecations: list[DeprecationSpan] = Field(default_factory=list,
+                                                description="Each span of releases with one warning, oldest first.")
     removed_in: str | None = Field(default=None, description="First release (after the last one that has it) "
                                                              "without it; null while the newest still has it.")
     moved_from: list[str] = Field(default_factory=list,
@@ -89,6 +109,10 @@ class NameHistory(_Model):
     moved_to: list[str] = Field(default_factory=list, description="Names the object is found under later.")
     signature_changes: list[SignatureChange] = Field(default_factory=list)
     origin: str = Field(default="", description="'module:name' where the object is defined (newest release).")
+    conditional: bool = Field(default=False, description="Bound only in some builds (ProcessGroupMPI: torch "
+                                                         "built with MPI), in the newest release that has it.")
+    aliases: list[str] = Field(default_factory=list, description="Other names of the same object (same origin) "
+                                                                 "in the newest release that has this one.")
 
     def exists_in(self, release: str) -> bool:
         return release in self.versions
@@ -114,6 +138,8 @@ class Changes(_Model):
     to_version: str
     added: list[Change] = Field(default_factory=list)
     deprecated: list[Change] = Field(default_factory=list)
+    undeprecated: list[Change] = Field(default_factory=list, description="Warned in the older release, no longer "
+                                                                         "in the newer one (a plain alias again).")
     removed: list[Change] = Field(default_factory=list)
     moved: list[Change] = Field(default_factory=list)
     signature_changed: list[Change] = Field(default_factory=list)
@@ -243,7 +269,16 @@ def since_line(entry: NameHistory, history: ApiHistory) -> str:
     parts += [f"`{p}` since {_minor(v)}" for p, v in added[-3:]]
     if entry.deprecated_since:
         use = f" (use {entry.replacement})" if entry.replacement else ""
-        parts.append(f"deprecated since {_minor(entry.deprecated_since)}{use}")
+        if entry.deprecated_until:
+            last = releases[releases.index(entry.deprecated_until) - 1] if entry.deprecated_until in releases else ""
+            span = _minor(entry.deprecated_since) if last == entry.deprecated_since else \
+                f"{_minor(entry.deprecated_since)}–{_minor(last)}"
+            parts.append(f"deprecated in {span}{use}, no longer warns from {_minor(entry.deprecated_until)}")
+        else:
+            parts.append(f"deprecated since {_minor(entry.deprecated_since)}{use}")
+        notes = [span.note for span in entry.deprecations if span.note]
+        if notes:
+            parts.append(notes[-1])
     if entry.removed_in:
         parts.append(f"removed in {_minor(entry.removed_in)}")
     if entry.moved_to:
@@ -278,8 +313,9 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
     if release_key(low) >= release_key(high):
         raise UserError(f"from_version {low} must be older than to_version {high}: pass the older release first "
                         f"(e.g. from_version={history.releases[0]!r}, to_version={history.pinned!r})")
-    buckets: dict[str, list[tuple[str, Change]]] = {k: [] for k in ("added", "deprecated", "removed", "moved",
-                                                                   "signature_changed")}
+    buckets: dict[str, list[tuple[str, Change]]] = {k: [] for k in CHANGE_KINDS}
+    # A new spelling of an object the older release already had under another name is an alias, not an addition.
+    known = {entry.origin for entry in history.names.values() if entry.origin and entry.exists_in(low)}
     for name, entry in history.names.items():
         at_low, at_high = entry.exists_in(low), entry.exists_in(high)
         key = entry.origin or name
@@ -289,17 +325,21 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
             if moved:
                 buckets["moved"].append((f"{key}>{name}", Change(name=name, area=area_of(name), version=version,
                                                                  detail=f"from {', '.join(moved)}")))
-            else:
+            elif entry.origin not in known:
                 buckets["added"].append((key, Change(name=name, area=area_of(name), version=version)))
         if at_low and not at_high:
             gone = entry.removed_in if entry.removed_in and _between(entry.removed_in, low, high) \
                 else _first_missing(entry, history, low, high)
             detail = f"now {', '.join(entry.moved_to)}" if entry.moved_to else ""
             buckets["removed"].append((key, Change(name=name, area=area_of(name), version=gone, detail=detail)))
-        if at_high and _between(entry.deprecated_since, low, high):
-            detail = f"use {entry.replacement}" if entry.replacement else (entry.deprecation or "")[:200]
-            buckets["deprecated"].append((key, Change(name=name, area=area_of(name),
-                                                      version=entry.deprecated_since or high, detail=detail)))
+        warned, warns = _warning(entry, low), _warning(entry, high)
+        if at_high and warns is not None and _between(warns.since, low, high) and entry.exists_in(warns.since):
+            detail = f"use {warns.replacement}" if warns.replacement else warns.message[:200]
+            buckets["deprecated"].append((key, Change(name=name, area=area_of(name), version=warns.since,
+                                                      detail=detail)))
+        if at_low and at_high and warned is not None and warns is None:  # all_gather_into_tensor in 2.15
+            buckets["undeprecated"].append((key, Change(name=name, area=area_of(name), version=warned.until or high,
+                                                        detail=f"warned from {warned.since}")))
         if at_low and at_high:
             for change in entry.signature_changes:
                 if _between(change.version, low, high):
@@ -309,6 +349,15 @@ def what_changed(history: ApiHistory, from_version: str, to_version: str) -> Cha
     for bucket, items in buckets.items():
         setattr(result, bucket, _collapse(items))
     return result
+
+
+def _warning(entry: NameHistory, release: str) -> DeprecationSpan | None:
+    """The deprecation span `release` falls in, if the name warns there."""
+    for span in entry.deprecations:
+        if release_key(span.since) <= release_key(release) and (
+                span.until is None or release_key(release) < release_key(span.until)):
+            return span
+    return None
 
 
 def _first_missing(entry: NameHistory, history: ApiHistory, low: str, high: str) -> str:

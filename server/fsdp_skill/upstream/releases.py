@@ -54,6 +54,7 @@ CACHE_DIR = "torch-api"
 MANIFEST_NAME, FACTS_NAME = "MANIFEST.json", "facts.json"
 PLATFORM, PYTHON_VERSION = "macosx_14_0_arm64", "3.12"
 DOWNLOAD_TIMEOUT_S = 900.0
+LIST_TIMEOUT_S = 120.0
 MAX_MEMBER_BYTES = 8 * 1024 * 1024  # no torch source file is near this; a bigger member is not a source
 _RELEASE = re.compile(r"\d+\.\d+\.\d+")
 RESTORE_HINT = "run `fsdp-skill fetch --only-releases` to rebuild upstream/torch-api/"
@@ -110,24 +111,70 @@ def declared_releases(root: Path) -> list[str]:
 # --- the wheel -----------------------------------------------------------------------------------------
 
 
+def _run_pip(arguments: list[str], what: str, timeout: float) -> tuple[subprocess.CompletedProcess[str], str]:
+    """Run `python -m pip ARGUMENTS` for the wheel platform read; (the result, the line that says why it
+    failed). The user's pip configuration is kept, minus a constraint file: a cap on torch there
+    (`torch<=2.14.1`) is about what gets installed, and this only lists or downloads a wheel to read its
+    sources (nothing is installed), so it must not hide a newer release."""
+    command = [sys.executable, "-m", "pip", *arguments, "--only-binary=:all:", "--platform", PLATFORM,
+               "--python-version", PYTHON_VERSION, "--disable-pip-version-check"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
+                              env={**os.environ, "PIP_CONSTRAINT": os.devnull})
+    except subprocess.TimeoutExpired:
+        raise NetworkError(f"{what} took over {timeout:g} s; check the network or the package index; "
+                           "upstream/torch-api/ is unchanged") from None
+    lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    why = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no output")
+    return done, why[:300]
+
+
 def pip_download(release: str, folder: Path) -> Path:
     """Download the macOS arm64 wheel of torch `release` into `folder` with pip; its path."""
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--platform", PLATFORM,
-               "--python-version", PYTHON_VERSION, "--disable-pip-version-check", "--quiet", f"torch=={release}",
-               "-d", str(folder)]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=DOWNLOAD_TIMEOUT_S, check=False)
-    except subprocess.TimeoutExpired:
-        raise NetworkError(f"pip download torch=={release} took over {DOWNLOAD_TIMEOUT_S:g} s; "
-                           "check the network or the package index; upstream/torch-api/ is unchanged") from None
+    what = f"pip download torch=={release}"
+    done, why = _run_pip(["download", "--no-deps", "--quiet", f"torch=={release}", "-d", str(folder)], what,
+                         DOWNLOAD_TIMEOUT_S)
     wheels = sorted(folder.glob("torch-*.whl"))
     if done.returncode != 0 or not wheels:
-        lines = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-        why = next((line for line in lines if line.startswith("ERROR")), lines[-1] if lines else "no output")
-        raise NetworkError(f"pip download torch=={release} failed: {why[:300]}; check that the package index serves "
-                           f"torch {release} for {PLATFORM} (or leave it out with --release); "
-                           "upstream/torch-api/ is unchanged")
+        raise NetworkError(f"{what} failed: {why}; check that the package index serves torch {release} for "
+                           f"{PLATFORM} (or leave it out with --release); upstream/torch-api/ is unchanged")
     return wheels[0]
+
+
+def pip_index_versions() -> list[str]:
+    """Every torch release the package index serves for the wheel platform read (`pip index versions`)."""
+    done, why = _run_pip(["index", "versions", "torch"], "pip index versions torch", LIST_TIMEOUT_S)
+    found = re.search(r"^Available versions:(.*)$", done.stdout, re.MULTILINE)
+    if done.returncode != 0 or found is None:
+        raise NetworkError(f"pip index versions torch failed: {why}; check the package index, or name releases "
+                           "with --release; upstream/torch-api/ is unchanged")
+    return [v.strip() for v in found.group(1).split(",") if v.strip()]
+
+
+def newer_releases(served: Sequence[str], newest: str) -> list[str]:
+    """The releases to add after `newest`: the last patch of each minor newer than it, from what the index
+    serves (local builds such as 2.13.0+cpu and pre-releases such as 2.16.0rc1 are not releases)."""
+    last: dict[tuple[int, ...], str] = {}
+    for version in served:
+        if not _RELEASE.fullmatch(version) or release_key(version) <= release_key(newest):
+            continue
+        minor = release_key(version)[:2]
+        if minor not in last or release_key(version) > release_key(last[minor]):
+            last[minor] = version
+    return sorted(last.values(), key=release_key)
+
+
+def discover_releases(root: Path, declared: Sequence[str],
+                      lister: Callable[[], list[str]] | None = None) -> tuple[list[str], list[str]]:
+    """(releases to read, the ones discovered now): the declared and cached releases, plus those the index
+    serves that are newer than the newest of them (a new torch needs no edit to assets/torch-releases.toml)."""
+    try:
+        cached = list(read_manifest(root))
+    except UserError:
+        cached = []
+    known = sorted({*declared, *cached}, key=release_key)
+    found = newer_releases((lister or pip_index_versions)(), known[-1]) if known else []
+    return sorted({*known, *found}, key=release_key), found
 
 
 def file_digest(path: Path) -> tuple[str, int]:
@@ -159,7 +206,10 @@ def wheel_sources(wheel: Path, wanted: Callable[[str], bool]) -> dict[str, str]:
 
 
 def sources_wanted(path: str) -> bool:
-    return path.endswith(".py") and (path.startswith("torch/distributed/") or path == "torch/utils/checkpoint.py")
+    """torch/distributed/**.py, torch/utils/checkpoint.py and the C++ distributed modules' stubs
+    (torch/_C/_distributed*.pyi: the members of ProcessGroup, Work, Store): apidoc.release_api.wanted_path."""
+    return (path.endswith(".py") and (path.startswith("torch/distributed/") or path == "torch/utils/checkpoint.py")) \
+        or (path.startswith("torch/_C/_distributed") and path.endswith(".pyi") and path.count("/") == 2)
 
 
 # --- the cache -----------------------------------------------------------------------------------------
@@ -292,12 +342,22 @@ class ReleasesUpdate:
     entries: dict[str, ReleaseEntry] = field(default_factory=dict)
 
 
+def _drop_never_exported(per_release: dict[str, dict[str, Fact]]) -> dict[str, dict[str, Fact]]:
+    """The facts without the names the reader marks `hidden` (bound but not exported) in every release: a
+    module's own helpers, which no release offers. A name that left `__all__` keeps its hidden releases
+    (it still imports there). Halves facts.json; a name first exported by a release added later gets its
+    earlier, hidden releases back with `--refresh-releases`."""
+    exported = {name for facts in per_release.values() for name, fact in facts.items() if not fact.get("hidden")}
+    return {release: {name: fact for name, fact in facts.items() if name in exported}
+            for release, facts in per_release.items()}
+
+
 def fetch_releases(
     root: Path,
     releases: Sequence[str],
     reader: Reader,
     *,
-    downloader: Downloader = pip_download,
+    downloader: Downloader | None = None,
     refresh: bool = False,
     work_dir: Path | None = None,
     log: Callable[[str], None] = lambda line: None,
@@ -328,7 +388,7 @@ def fetch_releases(
             folder = Path(scratch) / release
             folder.mkdir()
             log(f"torch {release}: downloading")
-            wheel = downloader(release, folder)
+            wheel = (downloader or pip_download)(release, folder)
             sha, size = file_digest(wheel)
             sources = wheel_sources(wheel, sources_wanted)
             shutil.rmtree(folder, ignore_errors=True)  # keep one wheel on disk at a time
@@ -340,6 +400,9 @@ def fetch_releases(
             entries.append(ReleaseEntry(release=release, wheel=wheel.name, sha256=sha, size=size,
                                         files=len(sources), names=len(facts), facts_sha256=_release_digest(facts)))
             update.read.append(release)
+    per_release = _drop_never_exported(per_release)
+    entries = [e.model_copy(update={"names": len(per_release[e.release]),
+                                    "facts_sha256": _release_digest(per_release[e.release])}) for e in entries]
     _write_cache(root, per_release, entries)
     update.seconds = time.monotonic() - start
     update.facts_bytes = (cache_dir(root) / FACTS_NAME).stat().st_size
