@@ -102,6 +102,13 @@ def test_first_passing_is_the_start_of_the_newest_unbroken_run_of_passes() -> No
     assert releases.first_passing({"rows": rows}, "p") is None
 
 
+def test_a_release_without_a_row_ends_the_range_instead_of_being_skipped_over() -> None:
+    matrix = {"releases": [{"release": r} for r in ("2.7.1", "2.8.0", "2.9.1", "2.10.0")],
+              "rows": [{"id": "p", "release": r, "status": "passed"} for r in ("2.7.1", "2.9.1", "2.10.0")]}
+    assert releases.first_passing(matrix, "p") == "2.9.1"  # 2.8.0 never ran p: no range across it
+    assert not releases.covers(matrix, "p", ["2.7.1", "2.8.0"]) and releases.covers(matrix, "p", ["2.9.1"])
+
+
 def test_an_unreadable_matrix_is_one_line_naming_how_to_restore_it(tmp_path: Path) -> None:
     root = _checkout(tmp_path)
     (root / releases.MATRIX_JSON).write_text("{not json", encoding="utf-8")
@@ -144,11 +151,12 @@ def test_every_row_of_the_committed_matrix_is_current_and_every_unpassed_row_has
     assert all(r["reason"] for r in MATRIX["rows"] if r["status"] != "passed")
 
 
-def test_every_pattern_header_min_torch_is_the_first_release_it_passes_from() -> None:
+def test_every_pattern_the_matrix_ran_on_every_release_has_min_torch_where_its_passes_start() -> None:
     for path in sorted((ROOT / "assets" / "patterns").glob("*.py")):
         header = read_header(path)
-        ran_from = releases.first_passing(MATRIX, "pattern:" + header.name)
-        if ran_from is not None:
+        ident = "pattern:" + header.name
+        ran_from = releases.first_passing(MATRIX, ident)
+        if ran_from is not None and releases.covers(MATRIX, ident, WANTED):
             assert header.min_torch == ".".join(ran_from.split(".")[:2]), (path.name, header.min_torch, ran_from)
 
 

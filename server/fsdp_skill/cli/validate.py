@@ -11,7 +11,8 @@ Checks, each reported as one `file:line: problem` line:
 - Every ```python block of SKILL.md parses (ast), and so does every pattern; shell templates pass
   `bash -n`; every pattern has a valid metadata header and a unique name.
 - Every pattern's `min_torch:` line (right after `name:`) is the first release of the release matrix from which it
-  passed on every release run; for a pattern the matrix only skipped, the oldest torch the API timeline gives for the
+  passed on every release run, once the matrix ran it on every declared release; before that, and for a pattern the
+  matrix only skipped, the oldest torch the API timeline gives for the
   names, modules and keyword arguments it uses (build.pattern_torch).
 - Every pattern and claim check declares at least one mutant (`mutant: NAME: `OLD` -> `NEW``) that applies to
   its file and, for Python, still parses (`fsdp_skill.verify.mutants`).
@@ -364,11 +365,14 @@ def min_torch_problems(root: Path, path: Path, header: PatternHeader) -> list[tu
     SLURM), the API timeline (references/api-history.json)."""
     from fsdp_skill.build.pattern_torch import header_problems
     from fsdp_skill.core.api_history import HISTORY_FILE, load_history
-    from fsdp_skill.verify.releases import MatrixError, first_passing, read_matrix
+    from fsdp_skill.cli.releases import matrix_releases
+    from fsdp_skill.verify.releases import MatrixError, covers, first_passing, read_matrix
 
     try:
         history = load_history(references_dir(root) / HISTORY_FILE)
-        ran_from = first_passing(read_matrix(root), "pattern:" + header.name)
+        matrix, ident = read_matrix(root), "pattern:" + header.name
+        # Only a pattern run on every release of the matrix has a first release by run; until then, the timeline.
+        ran_from = first_passing(matrix, ident) if covers(matrix, ident, matrix_releases(root)) else None
     except (UserError, MatrixError) as exc:
         return [(header.key_lines.get("name", 1), f"min_torch cannot be checked: {exc}")]
     return header_problems(path.read_text(encoding="utf-8"), header, history, ran_from)

@@ -314,11 +314,20 @@ def render_markdown(matrix: dict[str, Any]) -> str:
 
 
 def first_passing(matrix: dict[str, Any], ident: str) -> str | None:
-    """The oldest release from which every run of `ident` passed (up to the newest release), or None."""
+    """The oldest release from which every run of `ident` passed, up to the newest release of the matrix; None
+    when the newest did not pass. A release the matrix has no row of `ident` for ends the run: a range is
+    never stated across a release nobody ran."""
     by_release = {r["release"]: r["status"] for r in matrix["rows"] if r["id"] == ident}
+    declared = sorted({r["release"] for r in matrix.get("releases", [])} | set(by_release), key=_release_key)
     first = None
-    for release in sorted(by_release, key=_release_key, reverse=True):
-        if by_release[release] != "passed":
+    for release in reversed(declared):
+        if by_release.get(release) != "passed":
             break
         first = release
     return first
+
+
+def covers(matrix: dict[str, Any], ident: str, releases: list[str]) -> bool:
+    """Whether the matrix has a row of `ident` for every one of these releases."""
+    have = {r["release"] for r in matrix["rows"] if r["id"] == ident}
+    return all(release in have for release in releases)
