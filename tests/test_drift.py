@@ -46,13 +46,11 @@ def test_a_re_export_of_a_documented_object_counts_as_documented() -> None:
 @pytest.mark.torch
 def test_documented_deprecated_names_are_listed_with_their_replacement() -> None:
     markdown = build_drift(
-        {"torch.distributed.reduce_scatter_tensor", "torch.distributed.distributed_c10d.reduce_scatter_tensor"},
-        torch_version="2.13.0",
+        {"torch.distributed.checkpoint.load_state_dict", "torch.distributed.checkpoint.state_dict_loader.load_state_dict"},
+        torch_version="2.15.0",
     )
-    rows = [ln for ln in _section(markdown, "Deprecated").split("\n") if "reduce_scatter_tensor" in ln]
-    assert len(rows) == 1 and rows[0].startswith(
-        "| `torch.distributed.reduce_scatter_tensor` | `torch.distributed.reduce_scatter_single` |"
-    )
+    rows = [ln for ln in _section(markdown, "Deprecated").split("\n") if "load_state_dict" in ln]
+    assert len(rows) == 1 and rows[0].startswith("| `torch.distributed.checkpoint.load_state_dict` | `load` |"), rows
 
 
 def test_documented_names_that_do_not_import_are_listed_as_missing() -> None:

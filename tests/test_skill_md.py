@@ -43,7 +43,7 @@ def _linked_targets() -> set[str]:
 def test_frontmatter_keeps_versions_under_metadata_and_uses_only_spec_keys() -> None:
     assert set(FRONTMATTER) <= {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
     assert FRONTMATTER["name"] == "pytorch-fsdp"
-    assert FRONTMATTER["metadata"]["torch-version"] == "2.13.0"
+    assert FRONTMATTER["metadata"]["torch-version"] == "2.15.0"
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in FRONTMATTER["metadata"].items())
 
 

@@ -52,7 +52,8 @@ def test_each_replacement_newer_than_the_oldest_release_read_says_from_which_tor
     def since(name: str) -> str | None:
         return replacement_since(name, *rows[name], history)
 
-    assert since("torch.distributed.all_gather_into_tensor") == "2.13"  # all_gather_single: AttributeError before
+    # all_gather_single: AttributeError before 2.13
+    assert since("torch.distributed._functional_collectives.all_gather_into_tensor_coalesced") == "2.13"
     assert since("torch.distributed.fsdp.FSDPModule.set_reduce_scatter_divide_factor") == "2.8"
     # "use staging_future from AsyncSaveResponse": no release has it (the class has staging_completion),
     # so no "2.9+" is claimed for it.
@@ -60,7 +61,9 @@ def test_each_replacement_newer_than_the_oldest_release_read_says_from_which_tor
     assert since("torch.distributed.checkpoint.load_state_dict") is None  # dcp.load: in 2.4 already
     assert since("torch.distributed.launch.main") is None  # torchrun: not a name the timeline reads
     block = _block(SKILL)
-    assert "`all_gather_into_tensor` → `all_gather_single` (2.13+)" in block
+    assert "`all_gather_into_tensor_coalesced` → `all_gather_single_coalesced` (2.13+)" in block
+    # Plain aliases again in 2.15: no longer on the first screen as deprecated.
+    assert "`all_gather_into_tensor` → `all_gather_single`" not in block
     assert "(`tensor` → `single`, 2.13+)" in block and "`load_state_dict` → `load`;" in block
     assert "(first torch, if after 2.4)" in block
 
@@ -86,7 +89,8 @@ def test_every_deprecated_name_of_api_drift_is_on_the_first_screen_with_its_repl
     table = DRIFT.split("## Deprecated in", 1)[1].split("\n## ", 1)[0]
     rows = re.findall(r"^\| `(torch\.[\w.]+)` \| `?([\w.]*)`? \|", table, re.MULTILINE)
     assert (
-        len(rows) >= 25 and ("torch.distributed.all_gather_into_tensor", "torch.distributed.all_gather_single") in rows
+        len(rows) >= 25
+        and ("torch.distributed.fsdp.FSDPModule.set_reduce_scatter_divide_factor", "set_gradient_divide_factor") in rows
     )
     lines = [ln for ln in _block(SKILL).splitlines() if ln.startswith("- `")]
     for name, replacement in rows:

@@ -18,6 +18,8 @@ Checks, each reported as one `file:line: problem` line:
   its file and, for Python, still parses (`fsdp_skill.verify.mutants`).
 - SKILL.md lists every pattern, names each by its header name, and names no pattern that is not there.
 - Every numbered pitfall links a claim check in assets/checks/ whose header parses (`validate_claims`).
+- The pattern table's "Ran on" column is the range the release matrix has each pattern passing on
+  (`validate_releases`): never a range nobody ran.
 
 Markdown is parsed once with markdown-it-py; links, fences and headings are read from its tokens, and
 line numbers come from the tokens' line maps.
@@ -42,6 +44,7 @@ from markdown_it.token import Token
 
 from fsdp_skill.build.render import github_slug, plain_text
 from fsdp_skill.cli.validate_claims import check_pitfall_links
+from fsdp_skill.cli.validate_releases import pattern_range_problems
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.markdown import markdown_parser
 from fsdp_skill.core.paths import patterns_dir, references_dir, repo_root
@@ -53,6 +56,7 @@ from fsdp_skill.verify.patterns import (
     pattern_files,
     read_header,
 )
+from fsdp_skill.verify.releases import MatrixError
 
 SKILL_NAME = "pytorch-fsdp"  # the folder the skill is installed as (e.g. ~/.claude/skills/pytorch-fsdp)
 ALLOWED_KEYS = ("name", "description", "license", "compatibility", "metadata", "allowed-tools")
@@ -364,15 +368,17 @@ def min_torch_problems(root: Path, path: Path, header: PatternHeader) -> list[tu
     every release run, references/verification-releases.json) or, for a pattern the matrix never ran (GPU,
     SLURM), the API timeline (references/api-history.json)."""
     from fsdp_skill.build.pattern_torch import header_problems
-    from fsdp_skill.core.api_history import HISTORY_FILE, load_history
     from fsdp_skill.cli.releases import matrix_releases
+    from fsdp_skill.core.api_history import HISTORY_FILE, load_history
     from fsdp_skill.verify.releases import MatrixError, covers, first_passing, read_matrix
 
     try:
         history = load_history(references_dir(root) / HISTORY_FILE)
         matrix, ident = read_matrix(root), "pattern:" + header.name
         # Only a pattern run on every release of the matrix has a first release by run; until then, the timeline.
-        ran_from = first_passing(matrix, ident) if covers(matrix, ident, matrix_releases(root)) else None
+        ran_from = None
+        if matrix["rows"] and covers(matrix, ident, matrix_releases(root)):
+            ran_from = first_passing(matrix, ident)
     except (UserError, MatrixError) as exc:
         return [(header.key_lines.get("name", 1), f"min_torch cannot be checked: {exc}")]
     return header_problems(path.read_text(encoding="utf-8"), header, history, ran_from)
@@ -473,6 +479,11 @@ def validate(root: Path) -> Report:
         check_links(skill, body, body_line, root, report, anchor_cache)
         check_python_blocks(body, body_line, report)
         check_pattern_mentions(body, body_line, root, headers, report, complete=unreadable == 0)
+        try:
+            for line, message in pattern_range_problems(text, root):
+                report.add(SKILL_FILE, line, message)
+        except MatrixError as exc:
+            report.add(SKILL_FILE, 1, str(exc))
         claim_problems, report.claim_checks = check_pitfall_links(body, body_line, root)
         for file, line, message in claim_problems:
             report.add(file, line, message)

@@ -14,7 +14,9 @@ __all__ = ["installed_torch_version", "release_version"]
 
 
 def installed_torch_version() -> str | None:
-    """The version of the torch `import torch` would load ('2.13.0+cpu'), or None when there is none.
+    """The version of the torch `import torch` would load ('2.13.0+cpu'), or None when there is none. The release
+    part is exact; a build label may be missing (the registry's CUDA wheels record '2.15.0' in their metadata,
+    '2.15.0+cu132' in torch.__version__).
 
     Read from the package metadata of the distribution that owns the module `import torch` finds. When
     that module is not the distribution's (a source checkout on the path shadowing a wheel) or has no
