@@ -46,7 +46,10 @@ def test_a_re_export_of_a_documented_object_counts_as_documented() -> None:
 @pytest.mark.torch
 def test_documented_deprecated_names_are_listed_with_their_replacement() -> None:
     markdown = build_drift(
-        {"torch.distributed.checkpoint.load_state_dict", "torch.distributed.checkpoint.state_dict_loader.load_state_dict"},
+        {
+            "torch.distributed.checkpoint.load_state_dict",
+            "torch.distributed.checkpoint.state_dict_loader.load_state_dict",
+        },
         torch_version="2.15.0",
     )
     rows = [ln for ln in _section(markdown, "Deprecated").split("\n") if "load_state_dict" in ln]
