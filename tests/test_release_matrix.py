@@ -162,3 +162,15 @@ def test_every_pattern_the_matrix_ran_on_every_release_has_min_torch_where_its_p
 
 def test_every_build_is_named() -> None:
     assert all(("CUDA" in r["build"] or "CPU build" in r["build"]) and "GPU" in r["build"] for r in MATRIX["releases"])
+
+
+def test_bench_releases_prints_each_timed_release_against_the_newest_and_the_peak_disk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _checkout(tmp_path)
+    releases.run_matrix(root, ["2.14.1", "2.15.0"], runner=FakeRunner(), progress=lambda _: None)
+    monkeypatch.setenv("FSDP_SKILL_ROOT", str(root))
+    assert main(["bench", "releases"]) == 0
+    out = capsys.readouterr().out
+    assert "2.14.1" in out and "2.15.0" in out and "1.00x" in out
+    assert "peak disk 0.00 GB (one venv at a time)" in out
