@@ -30,6 +30,7 @@ from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
 from fsdp_skill.serve.history import ApiHistoryResult, HistoryArea, WhatChangedResult
 from fsdp_skill.serve.http import idle_timeout_s, listen, serve_http
+from fsdp_skill.serve.http_guard import connection_limit, raise_open_files_limit
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.query_log import QueryLog
 from fsdp_skill.serve.results import (
@@ -394,11 +395,13 @@ def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> Non
         shown = f"[{args.host}]" if ":" in args.host else args.host
         print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
         print(f"fsdp-skill serve: search mode {server_mode}", file=sys.stderr, flush=True)
-        print(f"fsdp-skill serve: HTTP sessions idle for {idle_s:g} s are closed (--session-idle-timeout)",
+        open_files = raise_open_files_limit()
+        print(f"fsdp-skill serve: HTTP sessions idle for {idle_s:g} s are closed (--session-idle-timeout); at most "
+              f"{connection_limit(open_files)} connections at once (open-files limit {open_files}), 503 beyond",
               file=sys.stderr, flush=True)
         if note:
             print(note, file=sys.stderr, flush=True)
-        serve_http(server, sock, args.host, idle_s)
+        serve_http(server, sock, args.host, idle_s, open_files)
     else:
         if sys.stdin.isatty():
             # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.
