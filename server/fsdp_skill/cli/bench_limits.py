@@ -9,7 +9,12 @@
   released (404) after it, the RSS before and after, and what N more sessions add (released memory is
   reused, so it barely grows).
 
-Exit status 1 when the latency target is missed or a session was not released.
+- Open files: under a 256 open-files limit, seconds until a new client is answered after 300 idle
+  connections close, and after 300 concurrent clients (and how many of those got 200 or 503).
+- A truncated index: seconds until `search` answers from the lexical fallback (target < 30 s), and the
+  temporary folders a server stopped with SIGTERM during that build leaves (target: none).
+
+Exit status 1 when a target is missed, the server did not recover, or a session was not released.
 """
 
 from __future__ import annotations
@@ -335,8 +340,54 @@ def bench_open_files(open_files: int, count: int) -> bool:
     return alive and idle_s is not None and clients_s is not None
 
 
+def bench_truncated_index(within_s: float = 30.0) -> bool:
+    """A copy of the skill's data with its index cut to a third: seconds until `search` answers (target: within
+    `within_s`), and whether a server stopped with SIGTERM while it builds its fallback leaves its temp folder."""
+    import os
+    import shutil
+    import tempfile
+
+    from fsdp_skill.core.paths import repo_root
+
+    root = repo_root()
+    with tempfile.TemporaryDirectory(prefix="fsdp-skill-bench-") as scratch:
+        tree, temp = Path(scratch) / "tree", Path(scratch) / "tmp"
+        temp.mkdir()
+        shutil.copytree(root / "references", tree / "references")
+        shutil.copy(root / "SKILL.md", tree / "SKILL.md")
+        if (root / "assets").is_dir():
+            shutil.copytree(root / "assets", tree / "assets")
+        index = tree / "references" / "index.sqlite"
+        index.write_bytes(index.read_bytes()[: index.stat().st_size // 3])
+        env = {**os.environ, "FSDP_SKILL_ROOT": str(tree), "TMPDIR": str(temp)}
+        started = time.perf_counter()
+        result = subprocess.run([sys.executable, "-m", "fsdp_skill", "search", "all_reduce", "--json"], env=env,
+                                capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        search_s = time.perf_counter() - started
+        answered = result.returncode == 0 and "all_reduce" in result.stdout
+        proc = subprocess.Popen([sys.executable, "-m", "fsdp_skill", "serve"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while not list(temp.glob("fsdp-skill-index-*")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            proc.terminate()
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+        left = [entry.name for entry in temp.iterdir()]
+    met = answered and search_s < within_s
+    print(f"truncated index: `search all_reduce` {'answered' if answered else 'FAILED'} in {search_s:.1f} s "
+          f"(target < {within_s:.0f} s: {'met' if met else 'MISSED'}); SIGTERM during the fallback build leaves "
+          f"{len(left)} temporary folder(s)")
+    return met and not left
+
+
 def cli_bench_limits(args: argparse.Namespace) -> int:
     ok = bench_get_api()
+    ok = bench_truncated_index() and ok
     if not args.skip_sessions:
         ok = bench_open_files(256, 300) and ok
     if not args.skip_sessions:
