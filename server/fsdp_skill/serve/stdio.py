@@ -179,14 +179,15 @@ class LineReadStream:
         while True:
             while self._pending:
                 outcome = self._pending.popleft()
-                if isinstance(outcome, JSONRPCError):
+                if isinstance(outcome, JSONRPCError):  # a reply the line earned, never the client's own error
                     await self._write_stream.send(SessionMessage(outcome))
                     continue
-                if isinstance(outcome, JSONRPCRequest):
-                    self._write_stream.expect(outcome.id)
-                elif isinstance(outcome, JSONRPCNotification) and outcome.method == "notifications/cancelled":
-                    self._write_stream.forget((outcome.params or {}).get("requestId"))
-                return SessionMessage(outcome)
+                message = outcome.message
+                if isinstance(message, JSONRPCRequest):
+                    self._write_stream.expect(message.id)
+                elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+                    self._write_stream.forget((message.params or {}).get("requestId"))
+                return outcome
             line = await self._lines.next_line()
             if line is None:
                 with anyio.move_on_after(self._drain_s):
