@@ -113,8 +113,8 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
         aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO), parameter names, pasted error messages, and
         questions in other languages (Russian, Japanese) when the semantic side is installed. kind: section,
         api, example, pattern or skill. Each result has a short snippet; follow up with get_api(symbol) for
-        an API entry, read_reference(reference, section=anchor) for a section, get_example(id) or
-        get_pattern(id); a skill result names its place in SKILL.md or assets/tuning.md.
+        an API entry, read_reference(reference, section=anchor) for a section or a skill result,
+        get_example(id) or get_pattern(id).
         """
         return _answer(lambda: box.search_docs(query, limit, kind))
 
@@ -153,7 +153,8 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def read_reference(
-        name: Annotated[str, Field(description="A file name from list_references, e.g. 'fsdp2.md'.")],
+        name: Annotated[str, Field(description="A file name from list_references, e.g. 'fsdp2.md', or a skill "
+                                   "result's 'SKILL.md' / 'assets/tuning.md'.")],
         section: Annotated[
             str | None,
             Field(description="An anchor (from search results) to read only that section and its subsections."),
