@@ -188,3 +188,31 @@ def test_a_post_whose_client_hangs_up_is_cancelled_in_its_session() -> None:
     assert json.loads(body) == {"jsonrpc": "2.0", "method": "notifications/cancelled",
                                 "params": {"requestId": 7, "reason": "the HTTP client disconnected"}}
     assert (b"mcp-session-id", b"abc") in scope["headers"]
+
+
+def test_an_open_get_stream_no_longer_keeps_its_session_past_the_idle_timeout(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fsdp_skill.cli.bench_limits import PING, HttpConnection
+
+    monkeypatch.setenv("FSDP_SKILL_ROOT", str(tree))
+    server = _Server(idle_s=2)
+    try:
+        [session] = server.open(1)
+        host, port = server.url.split("//")[1].split("/")[0].split(":")
+        stream = socket.create_connection((host, int(port)), timeout=10)
+        stream.sendall(f"GET /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nAccept: text/event-stream\r\nmcp-session-id: "
+                       f"{session}\r\nmcp-protocol-version: 2025-06-18\r\n\r\n".encode())
+        started, data = time.monotonic(), b""
+        while not data.endswith(b"0\r\n\r\n"):  # the chunked stream's end; bounded by the socket timeout
+            chunk = stream.recv(4096)
+            assert chunk, data
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200") and time.monotonic() - started < 8
+        stream.close()
+        time.sleep(3)  # past the idle timeout, now that no stream holds the session
+        conn = HttpConnection(server.url)
+        assert conn.post(PING, session)[0] == 404
+        conn.close()
+    finally:
+        server.stop()
