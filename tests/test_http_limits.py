@@ -216,3 +216,51 @@ def test_an_open_get_stream_no_longer_keeps_its_session_past_the_idle_timeout(
         conn.close()
     finally:
         server.stop()
+
+
+def test_a_call_whose_http_client_hangs_up_is_cancelled_in_the_sdk_session() -> None:
+    # The SDK kept running a request whose client had gone (a verify_example run kept its slot); SessionBounds
+    # sends the session `notifications/cancelled` for it, which the SDK turns into a cancelled handler.
+    from mcp.server.mcpserver import MCPServer
+
+    from fsdp_skill.cli.bench_limits import INITIALIZE, HttpConnection
+
+    cancelled = threading.Event()
+    started = threading.Event()
+    server = MCPServer("t")
+
+    @server.tool()
+    async def slow() -> str:
+        started.set()
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            cancelled.set()
+            raise
+        return "done"
+
+    sock = socket.create_server(("127.0.0.1", 0))
+    app = SessionBounds(server.streamable_http_app(host="127.0.0.1"), stream_s=60)
+    runner = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on"))
+    thread = threading.Thread(target=runner.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not runner.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        url = "http://127.0.0.1:%d/mcp" % sock.getsockname()[1]
+        conn = HttpConnection(url)
+        session = conn.post(INITIALIZE)[1]["mcp-session-id"]
+        conn.post(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}), session)
+        body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                           "params": {"name": "slow", "arguments": {}}}).encode()
+        conn.sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: {conn.host}\r\nAccept: application/json, text/event-stream\r\n"
+                          f"Content-Type: application/json\r\nmcp-session-id: {session}\r\nmcp-protocol-version: "
+                          f"2025-06-18\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert started.wait(10)
+        conn.close()  # the client hangs up mid-call
+        assert cancelled.wait(10)
+    finally:
+        runner.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
