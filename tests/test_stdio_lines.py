@@ -269,3 +269,36 @@ def test_over_stdio_a_thousand_hostile_lines_each_get_their_answer_and_a_ping_af
     finally:
         stderr = session.close()
     assert session.proc.returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_no_line_is_read_while_the_in_flight_limit_of_requests_is_unanswered() -> None:
+    # Before: every line was taken in at once (2,000 queued calls held a ping back 64 s, and their replies
+    # 423 MB of RSS); now the client's writes wait on the pipe instead.
+    from mcp.types import JSONRPCResponse
+
+    from fsdp_skill.serve.stdio import AnsweredRequests, LineReader, LineReadStream
+
+    data = "".join(request(i) + "\n" for i in range(10)).encode()
+    chunks = [data]
+    sent: list[SessionMessage] = []
+
+    async def read(size: int) -> bytes:
+        return chunks.pop() if chunks else b""
+
+    class Inner:
+        async def send(self, item: SessionMessage) -> None:
+            sent.append(item)
+
+    async def main() -> None:
+        answers = AnsweredRequests(Inner())
+        stream = LineReadStream(LineReader(read), answers, max_in_flight=3)
+        got = [(await stream.receive()).message.id for _ in range(3)]  # type: ignore[union-attr]
+        assert got == [0, 1, 2]
+        with anyio.move_on_after(0.3) as waited:
+            await stream.receive()
+        assert waited.cancelled_caught  # three unanswered: the fourth line is not read
+        await answers.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=1, result={})))
+        with anyio.fail_after(5):
+            assert (await stream.receive()).message.id == 3  # type: ignore[union-attr]
+
+    anyio.run(main)
