@@ -330,3 +330,71 @@ def test_seeding_with_ref_records_that_ref_for_the_repository_it_names(root: Pat
     tutorial = manifest(root, "pytorch-tutorials")["intermediate_source/FSDP_tutorial.rst"]
     assert tutorial["ref"] == "main" and tutorial["url"] == TUTORIAL
     assert manifest(root, "pytorch")["docs/source/fsdp.md"]["ref"] == "snapshot"
+
+
+def _within(seconds: float, call: Callable[[], object]) -> object:
+    """`call()` in a daemon thread, failing the test if it has not returned within `seconds` (a FIFO read
+    blocks forever)."""
+    import threading
+
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test below
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still blocked after {seconds} s"
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+def test_a_fifo_or_folder_in_a_snapshot_or_the_cache_is_one_line_error_not_a_hang(root: Path, tmp_path: Path) -> None:
+    import os
+
+    snapshot = make_snapshot(tmp_path / "snapshot")
+    page = snapshot / "pytorch/docs/source/fsdp.md"
+    page.unlink()
+    os.mkfifo(page)
+    with pytest.raises(UserError, match=r"fsdp\.md is a FIFO \(named pipe\), not a regular file"):
+        _within(10, lambda: seed_from_dir(root, snapshot))
+    page.unlink()
+    page.mkdir()
+    with pytest.raises(UserError, match=r"fsdp\.md is a folder, not a regular file"):
+        seed_from_dir(root, snapshot)
+    # The cache: what `regenerate --check` reads.
+    seed_from_dir(root, make_snapshot(tmp_path / "good"))
+    cached = root / "upstream/pytorch/docs/source/fsdp.md"
+    cached.unlink()
+    os.mkfifo(cached)
+    source = next(s for s in load_declaration(root).sources if s.path == "docs/source/fsdp.md")
+    with pytest.raises(UserError, match="FIFO"):
+        _within(10, lambda: read_cached(root, source))
+
+
+def test_a_deeply_nested_snapshot_manifest_is_one_line_error(root: Path, tmp_path: Path) -> None:
+    snapshot = make_snapshot(tmp_path / "snapshot")
+    (snapshot / "pytorch/MANIFEST.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(UserError, match=r"MANIFEST\.json is not a valid (snapshot )?manifest"):
+        seed_from_dir(root, snapshot)
+
+
+def test_fetch_from_dir_says_which_files_changed(
+    root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FSDP_SKILL_ROOT", str(root))
+    snapshot = make_snapshot(tmp_path / "snapshot")
+    assert main(["fetch", "--from-dir", str(snapshot)]) == 0
+    assert "3 changed, 0 removed" in capsys.readouterr().out  # a first seed: everything is new
+    assert main(["fetch", "--from-dir", str(snapshot)]) == 0
+    assert "every file is identical to the cached copy" in capsys.readouterr().out
+    (snapshot / "pytorch/LICENSE").write_bytes(b"a new licence\n")  # not in the snapshot's manifest
+    assert main(["fetch", "--from-dir", str(snapshot)]) == 0
+    out = capsys.readouterr().out
+    assert "changed: upstream/pytorch/LICENSE" in out and "1 changed, 0 removed, 2 identical" in out
+    assert "fsdp-skill regenerate" in out

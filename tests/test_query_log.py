@@ -82,3 +82,11 @@ def test_result_ids_come_from_the_result_and_its_listed_items() -> None:
     assert result_ids({"results": [{"id": "a"}, {"id": "b"}], "query": "q"}) == ["a", "b"]
     assert result_ids({"patterns": [{"name": "dcp-checkpoint"}]}) == ["dcp-checkpoint"]
     assert result_ids(None) == []
+
+
+def test_an_unknown_tools_name_and_argument_keys_are_cut_in_the_log(tree: Path, tmp_path: Path) -> None:
+    log = tmp_path / "queries.jsonl"
+    calls(tree, log, ("x" * 100_000, {"k" * 100_000: "v"}))
+    [logged] = lines(log)
+    assert logged["is_error"] and len(logged["tool"]) < MAX_ARGUMENT_CHARS + 40
+    assert all(len(key) < MAX_ARGUMENT_CHARS + 40 for key in logged["arguments"])

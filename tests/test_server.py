@@ -517,3 +517,24 @@ def test_get_example_serves_a_pages_code_block_with_its_status_and_search_says_h
     assert hit.code == "1 code block: 1 passed"
     with pytest.raises(ToolInputError, match=r"no code block .*Closest ids: " + re.escape(block_id)):
         toolbox.get_example(block_id.replace(":1", ":7"))
+
+
+def test_every_skill_result_opens_with_read_reference() -> None:
+    # Before: search results of kind skill pointed at SKILL.md / assets/tuning.md, which read_reference refused.
+    from fsdp_skill.search.index import open_index
+    from fsdp_skill.serve.tools import Toolbox, ToolInputError
+
+    box = Toolbox(open_index())
+    ids = box.index.ids("skill")
+    assert any(i.startswith("SKILL.md#pitfall-") for i in ids) and any(i.startswith("assets/tuning.md#") for i in ids)
+    for query in ("pitfall no_grad forward root unsharded", "gradient accumulation tuning", "decide backend"):
+        for hit in box.search_docs(query, 10, "skill").results:
+            assert hit.reference and hit.anchor
+            page = box.read_reference(hit.reference, section=hit.anchor)
+            assert page.name == hit.reference and page.section == hit.anchor and page.text.strip(), hit.id
+    whole = box.read_reference("SKILL.md", max_chars=200)
+    assert whole.text.startswith("---\nname: pytorch-fsdp") and whole.next_start_index
+    with pytest.raises(ToolInputError, match="no part 'pitfall-999' in SKILL.md. Closest: pitfall-"):
+        box.read_reference("SKILL.md", section="pitfall-999")
+    with pytest.raises(ToolInputError, match="is not a reference name"):
+        box.read_reference("assets/other.md")  # only the skill's own pages, never any file under the root

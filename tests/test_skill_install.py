@@ -134,7 +134,7 @@ def test_a_failed_copy_leaves_the_old_folder_and_no_temporary_folder(
         shutil.copyfile(src, dst)
 
     monkeypatch.setattr(skill_install.shutil, "copy2", failing_copy)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(UserError, match="No space left on device"):
         install_skill(copy_of_install, force=True, source=ROOT)
     assert sorted(p.relative_to(copy_of_install) for p in copy_of_install.rglob("*")) == before
     assert read_skill_info(copy_of_install).version == "0.0.1"  # type: ignore[union-attr]
@@ -207,3 +207,32 @@ def test_the_help_says_what_dir_and_target_mean() -> None:
     result = _fsdp_skill("skill", "install", "--help", home=Path("/"))
     text = " ".join(result.stdout.split())
     assert "the skill goes into DIR/pytorch-" in text and "the skill folder itself, used as given" in text
+
+
+def test_a_target_that_cannot_be_written_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each of these was a traceback (FileExistsError, NotADirectoryError, OSError 36, PermissionError).
+    (tmp_path / "a-file").write_text("x")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    cases = {
+        ("--dir", str(tmp_path / "a-file")): "a-file is a file (or a broken link) where a folder must be",
+        ("--target", str(tmp_path / "a-file" / "x")): "a-file is a file (or a broken link) where a folder must be",
+        ("--dir", str(tmp_path / ("n" * 300))): "File name too long",
+        ("--target", str(tmp_path / ("n" * 300))): "File name too long",
+        ("--target", str(tmp_path / "dangling")): "dangling is a symbolic link to",
+    }
+    for args, expected in cases.items():
+        assert main(["skill", "install", *args]) == 2, args
+        err = capsys.readouterr().err
+        assert expected in err and err.count("\n") == 1 and "Traceback" not in err, (args, err)
+    monkeypatch.setenv("HOME", str(tmp_path / "a-file"))
+    assert main(["skill", "install"]) == 2
+    assert "where a folder must be: pick a writable --dir or --target" in capsys.readouterr().err
+
+    def read_only(*args: object, **kwargs: object) -> str:
+        raise PermissionError(13, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(skill_install.tempfile, "mkdtemp", read_only)  # root may write anywhere: simulated
+    assert main(["skill", "install", "--dir", str(tmp_path / "skills")]) == 2
+    assert "Permission denied" in capsys.readouterr().err

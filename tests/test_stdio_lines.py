@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCError, JSONRPCRequest
 
 from fsdp_skill.serve.jsonrpc_lines import MAX_LINE_BYTES, MAX_MESSAGES_PER_LINE, oversized_line, read_line, sniff_id
@@ -44,21 +45,22 @@ def errors(outcomes: list) -> list[tuple[Any, int, str]]:
 def test_a_raw_control_character_inside_a_string_is_read_as_that_character(control: str) -> None:
     line = get_api_line(7, "x").replace('"x"', f'"all{control}reduce"').encode()
     assert b"\\" not in line  # raw, not escaped
-    [message] = read_line(line)
+    [outcome] = read_line(line)
+    message = outcome.message
     assert isinstance(message, JSONRPCRequest) and message.id == 7
     assert message.params and message.params["arguments"]["symbol"] == f"all{control}reduce"
 
 
 def test_a_leading_byte_order_mark_and_a_crlf_line_end_are_ignored() -> None:
-    [message] = read_line(b"\xef\xbb\xbf" + request(1).encode() + b"\r")
-    assert isinstance(message, JSONRPCRequest) and message.id == 1
+    [outcome] = read_line(b"\xef\xbb\xbf" + request(1).encode() + b"\r")
+    assert isinstance(outcome.message, JSONRPCRequest) and outcome.message.id == 1
 
 
 def test_several_messages_on_one_line_are_each_read_and_too_many_are_refused_in_one_error() -> None:
     line = (request(1) + request(2) + " " + request(3)).encode()
-    assert [m.id for m in read_line(line)] == [1, 2, 3]
+    assert [m.message.id for m in read_line(line)] == [1, 2, 3]
     many = read_line("".join(request(i) for i in range(MAX_MESSAGES_PER_LINE + 5)).encode())
-    assert [m.id for m in many[:-1]] == list(range(MAX_MESSAGES_PER_LINE))
+    assert [m.message.id for m in many[:-1]] == list(range(MAX_MESSAGES_PER_LINE))
     assert errors(many[-1:]) == [(None, -32700, f"more than {MAX_MESSAGES_PER_LINE} messages on one line: "
                                                 "send each message on its own line")]
 
@@ -88,6 +90,22 @@ def test_a_lone_surrogate_in_a_string_or_a_key_is_an_invalid_params_error_saying
     assert (request_id, code) == (2, -32602) and message.startswith("params.arguments.symbol holds a lone UTF-16")
     line = request("k", "tools/call", {"name": "get_api", "arguments": {"s\udfff": "x"}}).encode()
     assert "the key params.arguments.s\\udfff" in errors(read_line(line))[0][2]
+
+
+def test_the_clients_own_responses_and_errors_go_to_the_session_never_back_as_replies() -> None:
+    # Before: a client's JSON-RPC error came back as if the server had answered the client's request 5.
+    for line in (b'{"jsonrpc": "2.0", "id": 5, "error": {"code": -32601, "message": "no sampling here"}}',
+                 b'{"jsonrpc": "2.0", "id": 5, "result": {}}'):
+        [outcome] = read_line(line)
+        assert isinstance(outcome, SessionMessage) and errors([outcome]) == []
+
+
+@pytest.mark.parametrize("bad_id", ["null", "1.5", "1.0", "1e400", "true", "false", "{}", '{"a": 1}', "[]", "[1]"])
+def test_a_request_with_an_unusable_id_gets_an_invalid_request_error_with_id_null(bad_id: str) -> None:
+    # Before: read as a notification (the id an ignored extra member): no reply, and the client hung.
+    [(request_id, code, message)] = errors(read_line(f'{{"jsonrpc": "2.0", "id": {bad_id}, "method": "ping"}}'
+                                                     .encode()))
+    assert (request_id, code) == (None, -32600) and "a JSON-RPC id must be a string or an integer" in message
 
 
 def test_a_broken_response_is_never_answered_with_its_id() -> None:
@@ -168,8 +186,9 @@ class Want:
     """What a fuzz line must get: replies for `ids`, an id-null error (`null`), or, for a line cut short,
     a reply for `either` or an id-null error (the cut may hide the id)."""
 
-    def __init__(self, ids: set[Any] | None = None, null: bool = False, either: Any = None) -> None:
-        self.ids, self.null, self.either = ids or set(), null, either
+    def __init__(self, ids: set[Any] | None = None, null: bool = False, either: Any = None,
+                 silent: bool = False) -> None:
+        self.ids, self.null, self.either, self.silent = ids or set(), null, either, silent
 
 
 def fuzz_lines(rng: random.Random) -> list[tuple[bytes, Want]]:
@@ -215,6 +234,14 @@ def fuzz_lines(rng: random.Random) -> list[tuple[bytes, Want]]:
         k = next(next_id)  # the id last, as some clients write it
         add(json.dumps({"method": "ping", "params": {"p": "x" * size}, "jsonrpc": "2.0", "id": k}), Want({k}))
     add(b"x" * (MAX_LINE_BYTES + 5), Want(null=True))
+    for _ in range(100):  # requests whose id cannot be answered for: an id-null error each, never silence
+        bad = rng.choice(["null", "1.5", "-0.0", "1e400", "2E3", "true", "false", "{}", '{"id": 1}', "[]", "[7]"])
+        method = rng.choice(["ping", "tools/list", "x"])
+        add(f'{{"jsonrpc": "2.0", "id": {bad}, "method": "{method}"}}', Want(null=True))
+    for _ in range(100):  # the client's own responses and errors: for the session, never echoed back
+        k = rng.choice([next(next_id), f"s-{next(next_id)}"])
+        add(rng.choice([json.dumps({"jsonrpc": "2.0", "id": k, "error": {"code": -32601, "message": "no"}}),
+                        json.dumps({"jsonrpc": "2.0", "id": k, "result": {}})]), Want(silent=True))
     return lines
 
 
@@ -237,7 +264,41 @@ def test_over_stdio_a_thousand_hostile_lines_each_get_their_answer_and_a_ping_af
                 assert reply.get("jsonrpc") == "2.0" and ("result" in reply) != ("error" in reply), reply
                 got.add(reply["id"])
             assert not want.null or None in got, f"line {n} ({line[:120]!r}): no id-null error"
+            assert not want.silent or got == {ping}, f"line {n} ({line[:120]!r}): answered {got - {ping}}"
             assert want.either is None or {want.either, None} & got, f"line {n} ({line[:120]!r}): no answer"
     finally:
         stderr = session.close()
     assert session.proc.returncode == 0 and "Traceback" not in stderr, stderr[-3000:]
+
+
+def test_no_line_is_read_while_the_in_flight_limit_of_requests_is_unanswered() -> None:
+    # Before: every line was taken in at once (2,000 queued calls held a ping back 64 s, and their replies
+    # 423 MB of RSS); now the client's writes wait on the pipe instead.
+    from mcp.types import JSONRPCResponse
+
+    from fsdp_skill.serve.stdio import AnsweredRequests, LineReader, LineReadStream
+
+    data = "".join(request(i) + "\n" for i in range(10)).encode()
+    chunks = [data]
+    sent: list[SessionMessage] = []
+
+    async def read(size: int) -> bytes:
+        return chunks.pop() if chunks else b""
+
+    class Inner:
+        async def send(self, item: SessionMessage) -> None:
+            sent.append(item)
+
+    async def main() -> None:
+        answers = AnsweredRequests(Inner())
+        stream = LineReadStream(LineReader(read), answers, max_in_flight=3)
+        got = [(await stream.receive()).message.id for _ in range(3)]  # type: ignore[union-attr]
+        assert got == [0, 1, 2]
+        with anyio.move_on_after(0.3) as waited:
+            await stream.receive()
+        assert waited.cancelled_caught  # three unanswered: the fourth line is not read
+        await answers.send(SessionMessage(JSONRPCResponse(jsonrpc="2.0", id=1, result={})))
+        with anyio.fail_after(5):
+            assert (await stream.receive()).message.id == 3  # type: ignore[union-attr]
+
+    anyio.run(main)

@@ -236,3 +236,14 @@ def test_a_server_shutting_down_stops_its_runs_and_removes_their_scratch_folders
     session.close()
     wait_until(lambda: not any(alive(pid) for pid in below), "every process of the run is gone", timeout_s=30)
     wait_until(lambda: not any(scratch_parent.iterdir()), "the scratch folder is removed", timeout_s=30)
+
+
+def test_a_full_server_never_suggests_world_size_zero() -> None:
+    slots = RunSlots(max_runs=3, max_ranks=4)
+    with slots.claim(4), pytest.raises(UserError) as refused:
+        with slots.claim(2):
+            pass
+    assert "call again when a run has finished" in str(refused.value) and "world_size=0" not in str(refused.value)
+    with slots.claim(1), pytest.raises(UserError, match=r"or pass world_size=3 or fewer"):
+        with slots.claim(4):
+            pass

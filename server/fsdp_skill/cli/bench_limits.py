@@ -9,7 +9,12 @@
   released (404) after it, the RSS before and after, and what N more sessions add (released memory is
   reused, so it barely grows).
 
-Exit status 1 when the latency target is missed or a session was not released.
+- Open files: under a 256 open-files limit, seconds until a new client is answered after 300 idle
+  connections close, and after 300 concurrent clients (and how many of those got 200 or 503).
+- A truncated index: seconds until `search` answers from the lexical fallback (target < 30 s), and the
+  temporary folders a server stopped with SIGTERM during that build leaves (target: none).
+
+Exit status 1 when a target is missed, the server did not recover, or a session was not released.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import socket
 import statistics
 import subprocess
@@ -169,13 +175,19 @@ def post_many(url: str, work: list[str | None], send: str) -> list[tuple[int, di
 
 
 class _Server:
-    """`fsdp-skill serve --http --port 0 --session-idle-timeout IDLE_S` in a subprocess."""
+    """`fsdp-skill serve --http --port 0 --session-idle-timeout IDLE_S` in a subprocess; with `open_files`,
+    under that open-files limit (soft and hard, so the server cannot raise it)."""
 
-    def __init__(self, idle_s: float) -> None:
+    def __init__(self, idle_s: float, open_files: int | None = None) -> None:
         command = [sys.executable, "-m", "fsdp_skill", "serve", "--http", "--port", "0",
                    "--session-idle-timeout", str(idle_s)]
+
+        def limit() -> None:
+            if open_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
         self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=limit)
         assert self.proc.stderr
         found = re.search(r"http://\S+/mcp", self.proc.stderr.readline())
         # Drained from here on: a full pipe would block the server.
@@ -228,8 +240,156 @@ def bench_sessions(count: int, idle_s: float) -> bool:
     return released == len(ids) == count == len(opened)
 
 
+def first_answer_s(url: str, within_s: float) -> float | None:
+    """Seconds until a new client's initialize is answered 200, trying every 0.2 s; None past `within_s`."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < within_s:
+        try:
+            conn = HttpConnection(url)
+            try:
+                conn.sock.settimeout(max(0.5, within_s - (time.perf_counter() - started)))
+                if conn.post(INITIALIZE)[0] == 200:
+                    return time.perf_counter() - started
+            finally:
+                conn.close()
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return None
+
+
+def _address(url: str) -> tuple[str, int]:
+    host, port = re.match(r"http://([^:/]+):(\d+)", url).groups()  # type: ignore[union-attr]
+    return host, int(port)
+
+
+def idle_connections(url: str, count: int, hold_s: float = 1.0) -> int:
+    """Open `count` TCP connections that send nothing, hold them `hold_s` seconds, close them; how many opened."""
+    socks = []
+    try:
+        for _ in range(count):
+            try:
+                socks.append(socket.create_connection(_address(url), timeout=5))
+            except OSError:
+                break
+        time.sleep(hold_s)
+        return len(socks)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def concurrent_clients(url: str, count: int, within_s: float = 60.0) -> dict[int, int]:
+    """`count` clients each send initialize on their own connection at once, then read the answer; how many got
+    each status (0: no answer, a refused or broken connection)."""
+    conns: list[HttpConnection | None] = []
+    for _ in range(count):
+        try:
+            conns.append(HttpConnection(url))
+        except OSError:
+            conns.append(None)
+    data = INITIALIZE.encode()
+    request = (f"POST /mcp HTTP/1.1\r\nHost: {':'.join(map(str, _address(url)))}\r\nAccept: application/json, "
+               f"text/event-stream\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+               ).encode() + data
+    counts: dict[int, int] = {}
+    deadline = time.perf_counter() + within_s
+    try:
+        for conn in conns:
+            try:
+                if conn is not None:
+                    conn.sock.sendall(request)
+            except OSError:
+                pass
+        for conn in conns:
+            status = 0
+            if conn is not None:
+                try:
+                    conn.sock.settimeout(max(0.1, deadline - time.perf_counter()))
+                    status = int(conn._until(b"\r\n\r\n").decode().split(" ", 2)[1])
+                except (OSError, ValueError, IndexError):
+                    pass
+            counts[status] = counts.get(status, 0) + 1
+    finally:
+        for conn in conns:
+            if conn is not None:
+                conn.close()
+    return counts
+
+
+def bench_open_files(open_files: int, count: int) -> bool:
+    """Under an `open_files` limit: a new client is answered within seconds after `count` idle connections
+    close, and after `count` concurrent clients."""
+    server = _Server(idle_s=60, open_files=open_files)
+    try:
+        opened = idle_connections(server.url, count)
+        idle_s = first_answer_s(server.url, 30)
+        clients = concurrent_clients(server.url, count)
+        clients_s = first_answer_s(server.url, 30)
+        alive = server.proc.poll() is None
+    finally:
+        server.stop()
+
+    def shown(seconds: float | None) -> str:
+        return f"answers again in {seconds:.2f} s" if seconds is not None else "NO answer within 30 s"
+
+    print(f"HTTP under a {open_files} open-files limit: {opened} idle connections opened and closed: {shown(idle_s)}")
+    print(f"  {count} concurrent clients: " + ", ".join(f"{n} got {status or 'no answer'}"
+                                                      for status, n in sorted(clients.items()))
+          + f"; then {shown(clients_s)}; server {'still running' if alive else 'EXITED'}")
+    return alive and idle_s is not None and clients_s is not None
+
+
+def bench_truncated_index(within_s: float = 30.0) -> bool:
+    """A copy of the skill's data with its index cut to a third: seconds until `search` answers (target: within
+    `within_s`), and whether a server stopped with SIGTERM while it builds its fallback leaves its temp folder."""
+    import os
+    import shutil
+    import tempfile
+
+    from fsdp_skill.core.paths import repo_root
+
+    root = repo_root()
+    with tempfile.TemporaryDirectory(prefix="fsdp-skill-bench-") as scratch:
+        tree, temp = Path(scratch) / "tree", Path(scratch) / "tmp"
+        temp.mkdir()
+        shutil.copytree(root / "references", tree / "references")
+        shutil.copy(root / "SKILL.md", tree / "SKILL.md")
+        if (root / "assets").is_dir():
+            shutil.copytree(root / "assets", tree / "assets")
+        index = tree / "references" / "index.sqlite"
+        index.write_bytes(index.read_bytes()[: index.stat().st_size // 3])
+        env = {**os.environ, "FSDP_SKILL_ROOT": str(tree), "TMPDIR": str(temp)}
+        started = time.perf_counter()
+        result = subprocess.run([sys.executable, "-m", "fsdp_skill", "search", "all_reduce", "--json"], env=env,
+                                capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL)
+        search_s = time.perf_counter() - started
+        answered = result.returncode == 0 and "all_reduce" in result.stdout
+        proc = subprocess.Popen([sys.executable, "-m", "fsdp_skill", "serve"], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while not list(temp.glob("fsdp-skill-index-*")) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            proc.terminate()
+            proc.wait(timeout=30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+        left = [entry.name for entry in temp.iterdir()]
+    met = answered and search_s < within_s
+    print(f"truncated index: `search all_reduce` {'answered' if answered else 'FAILED'} in {search_s:.1f} s "
+          f"(target < {within_s:.0f} s: {'met' if met else 'MISSED'}); SIGTERM during the fallback build leaves "
+          f"{len(left)} temporary folder(s)")
+    return met and not left
+
+
 def cli_bench_limits(args: argparse.Namespace) -> int:
     ok = bench_get_api()
+    ok = bench_truncated_index() and ok
+    if not args.skip_sessions:
+        ok = bench_open_files(256, 300) and ok
     if not args.skip_sessions:
         ok = bench_sessions(args.sessions, args.idle) and ok
     return 0 if ok else 1

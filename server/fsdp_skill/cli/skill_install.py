@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -150,9 +151,35 @@ def _remove_debris(target: Path) -> None:
 def install_skill(target: Path, force: bool = False, source: Path | None = None) -> Installed | None:
     """Write the skill folder at `target` from `source` (default: where the data is read from).
 
-    Returns None when `target` already holds exactly these files (nothing written)."""
+    Returns None when `target` already holds exactly these files (nothing written). A folder that cannot be
+    written (read-only, under a file, a name too long, a dangling link) is a UserError naming it: each of
+    these was a traceback."""
+    try:
+        return _install_skill(target, force, source)
+    except OSError as exc:
+        raise _install_error(target, exc) from None
+
+
+def _install_error(target: Path, exc: OSError) -> UserError:
+    def clipped(path: object) -> str:
+        text = str(path)
+        return text if len(text) <= 200 else text[:100] + "…" + text[-100:]
+
+    where = clipped(exc.filename or target)
+    if isinstance(exc, FileExistsError | NotADirectoryError):
+        problem = f"{where} is a file (or a broken link) where a folder must be"
+    else:
+        problem = f"{exc.strerror or exc} ({where})"
+    return UserError(f"cannot install the skill at {clipped(target)}: {problem}: pick a writable --dir or "
+                     "--target (the default is under $HOME)")
+
+
+def _install_skill(target: Path, force: bool, source: Path | None) -> Installed | None:
     source = (source or locate().path).resolve()
     target = target.expanduser().absolute()
+    if target.is_symlink() and not target.exists():
+        raise UserError(f"{target} is a symbolic link to {os.readlink(target)}, which does not exist: "
+                        "remove the link, or pick another --dir or --target")
     info = _check_source(source)
     files = skill_files(source)
     if _already_installed(target, source, info, files, force):
@@ -196,7 +223,10 @@ def install_target(skills_dir: str | None, target: str | None, stray: str | None
 
 
 def cli_skill_install(args: argparse.Namespace) -> int:
-    target = install_target(args.dir, args.target, args.stray)
+    try:
+        target = install_target(args.dir, args.target, args.stray)
+    except OSError as exc:  # e.g. a name too long to look at
+        raise _install_error(Path(args.target or args.dir or DEFAULT_SKILLS_DIR), exc) from None
     data = locate()
     result = install_skill(target, force=args.force, source=data.path)
     if result is None:

@@ -12,6 +12,6 @@ only) without pulling in pydantic.
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
 __all__ = [
-    "api_history", "atomic", "catalog", "errors", "limits", "markdown", "paths", "quoting", "scratch", "streams",
-    "torch_version", "vocabulary",
+    "api_history", "atomic", "catalog", "errors", "files", "limits", "markdown", "paths", "quoting", "scratch",
+    "streams", "torch_version", "vocabulary",
 ]

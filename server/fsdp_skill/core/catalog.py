@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fsdp_skill.core.atomic import write_atomic
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.files import read_regular_text
 
 __all__ = [
     "PAGE_CODE_KINDS",
@@ -238,13 +239,19 @@ class CatalogError(UserError):
 
 def load_catalog(path: Path) -> Catalog:
     try:
-        raw = path.read_text(encoding="utf-8")
+        raw = read_regular_text(path)
     except FileNotFoundError:
         raise CatalogError(f"{path} does not exist: run `fsdp-skill regenerate` to build it") from None
+    except UnicodeDecodeError as exc:  # was a traceback
+        raise CatalogError(f"{path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}): "
+                           "regenerate it with `fsdp-skill regenerate`, or reinstall the skill") from None
     try:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise CatalogError(f"{path} is not valid JSON ({exc}): regenerate it with `fsdp-skill regenerate`") from None
+    except RecursionError:
+        raise CatalogError(f"{path} is not a catalog (JSON nested too deeply): regenerate it with "
+                           "`fsdp-skill regenerate`") from None
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
         raise CatalogError(

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from fsdp_skill.core.errors import UserError
 
-__all__ = ["DEFAULT_MAX_RANKS", "DEFAULT_MAX_RUNS", "DEFAULT_SESSION_IDLE_S", "MAX_NAME_CHARS", "NameTooLongError",
-           "capped_name"]
+__all__ = ["DEFAULT_MAX_RANKS", "DEFAULT_MAX_RUNS", "DEFAULT_SESSION_IDLE_S", "HEADER_TIMEOUT_S",
+           "MAX_HTTP_CONNECTIONS", "MAX_NAME_CHARS", "RESERVED_FILES", "NameTooLongError", "capped_name"]
 
 MAX_NAME_CHARS = 500
 
@@ -29,6 +29,14 @@ DEFAULT_MAX_RUNS, DEFAULT_MAX_RANKS = 2, 8
 # sessions every new client gets 503). Ten minutes outlasts a person's pause between an agent's
 # tool calls. `serve --session-idle-timeout SECONDS` or $FSDP_SKILL_SESSION_IDLE_TIMEOUT set it.
 DEFAULT_SESSION_IDLE_S = 600.0
+
+# `serve --http` connections: each holds a file descriptor, so at most the open-files limit less
+# RESERVED_FILES (the index, the log, verify_example's pipes, the listening socket) are open at once,
+# and never more than MAX_HTTP_CONNECTIONS; uvicorn answers 503 beyond the cap. A connection whose
+# request headers are not complete HEADER_TIMEOUT_S after it opened (or after its last response) is
+# closed: 1,100 slowloris sockets were held for good before. A client on loopback sends its headers
+# in well under a millisecond; ten seconds leaves room for a slow remote link.
+MAX_HTTP_CONNECTIONS, RESERVED_FILES, HEADER_TIMEOUT_S = 1024, 64, 10.0
 
 
 class NameTooLongError(UserError):

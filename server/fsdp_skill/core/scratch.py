@@ -8,10 +8,13 @@ removes the leftovers whose process is gone (`make_scratch_dir`, `make_scratch_f
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
+import signal
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -98,3 +101,21 @@ def make_scratch_file(parent: Path, prefix: str) -> tuple[int, Path]:
     remove_leftovers(parent, prefix)
     fd, name = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}-", dir=parent)
     return fd, Path(name)
+
+
+def temporary_dir(prefix: str) -> Path:
+    """A scratch folder in the system temp folder, removed when the process exits, on SIGTERM too.
+
+    atexit alone left `fsdp-skill-index-*` behind whenever a client stopped a command with SIGTERM (the
+    default action skips atexit); so a process still on the default SIGTERM action exits through
+    SystemExit instead. A `kill -9` leftover is removed by the next call (make_scratch_dir).
+    """
+    folder = make_scratch_dir(Path(tempfile.gettempdir()), prefix)
+    atexit.register(shutil.rmtree, folder, True)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    return folder
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)

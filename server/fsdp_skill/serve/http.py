@@ -8,6 +8,7 @@ another process could take a port we had checked was free.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import os
@@ -18,6 +19,14 @@ from mcp.server.mcpserver import MCPServer
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.limits import DEFAULT_SESSION_IDLE_S
+from fsdp_skill.serve.http_guard import (
+    HeaderTimeoutProtocol,
+    LoopErrors,
+    SessionBounds,
+    connection_limit,
+    plain_logging,
+    raise_open_files_limit,
+)
 
 # Where the session idle timeout comes from when --session-idle-timeout is not given (core.limits says why).
 IDLE_TIMEOUT_ENV = "FSDP_SKILL_SESSION_IDLE_TIMEOUT"
@@ -76,14 +85,24 @@ def is_disconnect(error: BaseException) -> bool:
     return isinstance(error, disconnects) or (error.__cause__ is not None and is_disconnect(error.__cause__))
 
 
-def serve_http(server: MCPServer, sock: socket.socket, host: str, idle_s: float = DEFAULT_SESSION_IDLE_S) -> None:
+def serve_http(server: MCPServer, sock: socket.socket, host: str, idle_s: float = DEFAULT_SESSION_IDLE_S,
+               open_files: int | None = None) -> None:
     """Serve `server` over streamable HTTP on an already listening socket until interrupted; sessions idle
-    for `idle_s` seconds are closed."""
+    for `idle_s` seconds are closed; at most connection_limit(open_files) connections at once (http_guard)."""
     import uvicorn
 
+    plain_logging()
     quiet = DropClientDisconnects()
     for name in DISCONNECT_LOGGERS:
         logging.getLogger(name).addFilter(quiet)
-    app = server.streamable_http_app(host=host, session_idle_timeout=idle_s)
-    config = uvicorn.Config(app, log_level=server.settings.log_level.lower())
-    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+    app = SessionBounds(server.streamable_http_app(host=host, session_idle_timeout=idle_s), stream_s=idle_s)
+    limit = connection_limit(open_files if open_files is not None else raise_open_files_limit())
+    # log_config=None: uvicorn keeps the plain handler above instead of installing its own formatters.
+    config = uvicorn.Config(app, log_level=server.settings.log_level.lower(), http=HeaderTimeoutProtocol,
+                            limit_concurrency=limit, log_config=None)
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(LoopErrors())
+        await uvicorn.Server(config).serve(sockets=[sock])
+
+    anyio.run(run)

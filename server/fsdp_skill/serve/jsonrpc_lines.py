@@ -4,9 +4,13 @@ The SDK's stdio reader parses each line with pydantic's strict JSON parser and, 
 the session a bare exception that it logs and drops: the client then waits forever for its id. Here a
 line is read with Python's json instead, and every line gets an outcome:
 
-- each JSON-RPC message on it goes to the session (which answers requests);
-- anything else gets a JSON-RPC error: for the request's id when one can be read, otherwise `id: null`
-  (JSON-RPC 2.0's answer to a line whose id cannot be determined).
+- each JSON-RPC message on it goes to the session (which answers requests), wrapped in a SessionMessage,
+  the client's own responses and errors included: those answer requests of ours and must never be
+  mistaken for a reply owed to the client (one sent back gave the client two answers for its id);
+- anything else gets a JSON-RPC error (a bare JSONRPCError): for the request's id when one can be read,
+  otherwise `id: null` (JSON-RPC 2.0's answer to a line whose id cannot be determined). A request whose
+  id is unusable (null, a float, a bool, an object, an array) is one too: it names a method, so it is
+  not a notification, and the client is waiting.
 
 Leniency where a sender's intent is plain: a leading byte-order mark, raw control characters (TAB, CR,
 NUL) inside strings, and several messages on one line are read as what they obviously mean; a CR LF
@@ -21,13 +25,13 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from mcp.shared.message import SessionMessage
 from mcp.types import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
-    JSONRPCMessage,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
@@ -49,8 +53,8 @@ MAX_MESSAGES_PER_LINE = 32
 # Bytes of an oversized line kept to find its id: the head (where most clients write `id`) and the tail.
 KEEP_HEAD, KEEP_TAIL = 4096, 256
 
-# A message for the session, or a reply for the client.
-Outcome = JSONRPCMessage | JSONRPCError
+# A message for the session, or an error reply for the client.
+Outcome = SessionMessage | JSONRPCError
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder(strict=False, parse_constant=lambda name: _reject_constant(name))
@@ -183,8 +187,13 @@ def _outcomes(value: Any) -> list[Outcome]:
         return [_error(request_id, code,
                        f"{path} holds a lone UTF-16 surrogate, which is not valid Unicode text: "
                        "send the string as valid UTF-8 (or drop the unpaired \\ud800-\\udfff escape)")]
+    unusable = _unusable_id(value)
+    if unusable is not None:
+        return [_error(None, INVALID_REQUEST,
+                       f"the request's id is {unusable}: a JSON-RPC id must be a string or an integer "
+                       '(e.g. "id": 1), or leave it out to send a notification')]
     try:
-        return [jsonrpc_message_adapter.validate_python(value, by_name=False)]
+        return [SessionMessage(jsonrpc_message_adapter.validate_python(value, by_name=False))]
     except ValidationError as exc:
         return [_error(request_id, INVALID_REQUEST,
                        f"not a JSON-RPC 2.0 message ({_first_problem(exc)}): send "
@@ -198,6 +207,20 @@ def _request_id(value: Any) -> int | str | None:
         return None
     request_id = value.get("id")
     return request_id if isinstance(request_id, int | str) and not isinstance(request_id, bool) else None
+
+
+def _unusable_id(value: Any) -> str | None:
+    """What is wrong with the id of something meant as a request (it names a method and has an id member)
+    whose id cannot be answered: pydantic read `"id": 1.5` or `"id": null` as a notification's extra
+    member, so the request got no reply at all."""
+    if not isinstance(value, dict) or "method" not in value or "id" not in value:
+        return None
+    found = value["id"]
+    if isinstance(found, int | str) and not isinstance(found, bool):
+        return None
+    kind = {type(None): "null", bool: "a boolean", float: "a number with a fraction or exponent",
+            dict: "an object", list: "an array"}.get(type(found), type(found).__name__)
+    return kind
 
 
 def _first_problem(exc: ValidationError) -> str:

@@ -45,8 +45,8 @@ class QueryLog:
     def write(self, tool: str, arguments: dict[str, Any], latency_ms: float, is_error: bool, ids: list[str]) -> None:
         line = json.dumps(
             {
-                "tool": tool,
-                "arguments": {key: _capped(value) for key, value in (arguments or {}).items()},
+                "tool": _capped(tool),  # an unknown tool's name is whatever the client sent, however long
+                "arguments": {_capped(key): _capped(value) for key, value in (arguments or {}).items()},
                 "latency_ms": round(latency_ms, 1),
                 "is_error": is_error,
                 "result_ids": ids[:MAX_IDS],

@@ -58,7 +58,7 @@ class SearchResult(BaseModel):
     )
     anchor: str | None = Field(
         description="Anchor in that file; pass it as read_reference(section=...) (a skill page: the part's id, "
-        "e.g. pitfall-3; the snippet holds its text)."
+        "e.g. pitfall-3)."
     )
     url: str | None = Field(description="The upstream docs page for it.")
     snippet: str = Field(

@@ -73,10 +73,11 @@ class RunSlots:
                     "one has finished (each ends within its timeout)"
                 )
             if self.ranks + ranks > self.max_ranks:
+                free = self.max_ranks - self.ranks  # none free: "world_size=0 or fewer" was the advice before
+                smaller = f", or pass world_size={free} or fewer" if free >= 1 else ""
                 raise UserError(
                     f"{ranks} more ranks would make {self.ranks + ranks} running, over this server's limit of "
-                    f"{self.max_ranks} (fsdp-skill serve --max-ranks): call again when a run has finished, "
-                    f"or pass world_size={self.max_ranks - self.ranks} or fewer"
+                    f"{self.max_ranks} (fsdp-skill serve --max-ranks): call again when a run has finished{smaller}"
                 )
             self.runs += 1
             self.ranks += ranks

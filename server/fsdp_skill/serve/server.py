@@ -30,6 +30,7 @@ from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.serve.app import DocsServer
 from fsdp_skill.serve.history import ApiHistoryResult, HistoryArea, WhatChangedResult
 from fsdp_skill.serve.http import idle_timeout_s, listen, serve_http
+from fsdp_skill.serve.http_guard import connection_limit, raise_open_files_limit
 from fsdp_skill.serve.prompts import hang_prompt, migrate_prompt
 from fsdp_skill.serve.query_log import QueryLog
 from fsdp_skill.serve.results import (
@@ -112,8 +113,8 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
         aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO), parameter names, pasted error messages, and
         questions in other languages (Russian, Japanese) when the semantic side is installed. kind: section,
         api, example, pattern or skill. Each result has a short snippet; follow up with get_api(symbol) for
-        an API entry, read_reference(reference, section=anchor) for a section, get_example(id) or
-        get_pattern(id); a skill result names its place in SKILL.md or assets/tuning.md.
+        an API entry, read_reference(reference, section=anchor) for a section or a skill result,
+        get_example(id) or get_pattern(id).
         """
         return _answer(lambda: box.search_docs(query, limit, kind))
 
@@ -152,7 +153,8 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
 
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def read_reference(
-        name: Annotated[str, Field(description="A file name from list_references, e.g. 'fsdp2.md'.")],
+        name: Annotated[str, Field(description="A file name from list_references, e.g. 'fsdp2.md', or a skill "
+                                   "result's 'SKILL.md' / 'assets/tuning.md'.")],
         section: Annotated[
             str | None,
             Field(description="An anchor (from search results) to read only that section and its subsections."),
@@ -394,11 +396,13 @@ def _serve(server: MCPServer, server_mode: str, args: argparse.Namespace) -> Non
         shown = f"[{args.host}]" if ":" in args.host else args.host
         print(f"fsdp-skill serve: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
         print(f"fsdp-skill serve: search mode {server_mode}", file=sys.stderr, flush=True)
-        print(f"fsdp-skill serve: HTTP sessions idle for {idle_s:g} s are closed (--session-idle-timeout)",
+        open_files = raise_open_files_limit()
+        print(f"fsdp-skill serve: HTTP sessions idle for {idle_s:g} s are closed (--session-idle-timeout); at most "
+              f"{connection_limit(open_files)} connections at once (open-files limit {open_files}), 503 beyond",
               file=sys.stderr, flush=True)
         if note:
             print(note, file=sys.stderr, flush=True)
-        serve_http(server, sock, args.host, idle_s)
+        serve_http(server, sock, args.host, idle_s, open_files)
     else:
         if sys.stdin.isatty():
             # Someone typed `make serve` in a terminal: say what is waiting, since stdio MCP is silent.

@@ -45,6 +45,11 @@ CHUNK_BYTES = 64 * 1024
 # ends (it cancels what is left): `cat requests.jsonl | fsdp-skill serve` gets every reply, and a client
 # closing stdin to shut down (the MCP spec's way) waits a few seconds at most before it signals us anyway.
 DRAIN_S = 10.0
+# Requests read from stdin and not yet answered, at most: past this, no further line is read until one is
+# answered (the client's writes then block on the pipe, as for any busy reader). 2,000 calls sent at once were
+# all taken in, so a ping behind them waited 64 s and a tools/list burst left 423 MB of RSS; a client that sends
+# one call at a time, or a few in parallel, never meets the bound.
+MAX_IN_FLIGHT = 64
 
 
 class DaemonReads:
@@ -138,18 +143,20 @@ class AnsweredRequests:
         """A request the client cancelled: the session sends no reply for it."""
         if isinstance(request_id, int | str):
             self.unanswered.discard(request_id)
-            if not self.unanswered:
-                self._all_answered.set()
+            self._all_answered.set()
 
     async def send(self, item: SessionMessage) -> None:
         await self._inner.send(item)
         if isinstance(item.message, JSONRPCResponse | JSONRPCError) and item.message.id is not None:
             self.unanswered.discard(item.message.id)
-            if not self.unanswered:
-                self._all_answered.set()
+            self._all_answered.set()  # wakes at_most(), which checks the count again
 
     async def all_answered(self) -> None:
-        while self.unanswered:
+        await self.at_most(0)
+
+    async def at_most(self, count: int) -> None:
+        """Return once no more than `count` requests are unanswered."""
+        while len(self.unanswered) > count:
             event = self._all_answered = anyio.Event()
             await event.wait()
 
@@ -166,12 +173,15 @@ class AnsweredRequests:
 class LineReadStream:
     """The session's read stream: messages from stdin lines; the error replies a line earns are sent
     straight to the write stream, so the session only ever sees well-formed messages. At the end of
-    input it ends only once the requests it delivered are answered (or DRAIN_S has passed)."""
+    input it ends only once the requests it delivered are answered (or DRAIN_S has passed). With
+    MAX_IN_FLIGHT requests unanswered it reads no further line until one is answered."""
 
-    def __init__(self, lines: LineReader, write_stream: AnsweredRequests, drain_s: float = DRAIN_S) -> None:
+    def __init__(self, lines: LineReader, write_stream: AnsweredRequests, drain_s: float = DRAIN_S,
+                 max_in_flight: int = MAX_IN_FLIGHT) -> None:
         self._lines = lines
         self._write_stream = write_stream
         self._drain_s = drain_s
+        self._max_in_flight = max_in_flight
         self._pending: deque[Outcome] = deque()
         self.last_context = None  # the SDK restores a sender's context vars from it; stdin has none
 
@@ -179,14 +189,16 @@ class LineReadStream:
         while True:
             while self._pending:
                 outcome = self._pending.popleft()
-                if isinstance(outcome, JSONRPCError):
+                if isinstance(outcome, JSONRPCError):  # a reply the line earned, never the client's own error
                     await self._write_stream.send(SessionMessage(outcome))
                     continue
-                if isinstance(outcome, JSONRPCRequest):
-                    self._write_stream.expect(outcome.id)
-                elif isinstance(outcome, JSONRPCNotification) and outcome.method == "notifications/cancelled":
-                    self._write_stream.forget((outcome.params or {}).get("requestId"))
-                return SessionMessage(outcome)
+                message = outcome.message
+                if isinstance(message, JSONRPCRequest):
+                    self._write_stream.expect(message.id)
+                elif isinstance(message, JSONRPCNotification) and message.method == "notifications/cancelled":
+                    self._write_stream.forget((message.params or {}).get("requestId"))
+                return outcome
+            await self._write_stream.at_most(self._max_in_flight - 1)  # room for one more before reading on
             line = await self._lines.next_line()
             if line is None:
                 with anyio.move_on_after(self._drain_s):

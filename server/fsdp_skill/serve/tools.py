@@ -59,6 +59,10 @@ class ToolInputError(UserError):
     """Input a tool cannot serve; the message tells the caller what to pass instead."""
 
 
+# The skill's own pages that search results of kind skill point at; read_reference serves them too.
+SKILL_PAGES = ("SKILL.md", "assets/tuning.md")
+
+
 def _closest(word: str, candidates: list[str], n: int = 8) -> list[str]:
     if len(word) > QUOTE_LIMIT:  # no name is that long; and difflib's cost grows with the word's length
         return []
@@ -275,6 +279,26 @@ class Toolbox:
             )
         return path
 
+    def _skill_page(self, name: str) -> str:
+        path = self.root / name
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            raise ToolInputError(f"{name} cannot be read from the skill folder: {rebuild_hint(self.root)}") from None
+
+    def _skill_part(self, page: str, section: str) -> tuple[str, str]:
+        """(anchor, markdown) of a part of a skill page (a pitfall, a tuning section), as the index stores it:
+        pitfalls are list items, not headings, so the page's own headings cannot find them."""
+        wanted = section.split("#", 1)[1] if section.startswith(page + "#") else section.lstrip("#")
+        found = self.index.payload("skill", f"{page}#{wanted}")
+        if found is None:
+            anchors = [i.split("#", 1)[1] for i in self.index.ids("skill") if i.startswith(page + "#")]
+            close = _closest(wanted, anchors, n=6)
+            hint = f" Closest: {', '.join(close)}." if close else ""
+            raise ToolInputError(f"no part {quote(section)} in {page}.{hint} Call read_reference({page!r}) "
+                                 "without section to read the whole page.")
+        return wanted, str(found.get("markdown", ""))
+
     def _section_text(self, reference: str, text: str, section: str) -> tuple[str, str]:
         """(anchor, markdown of that section and its subsections) from the reference file's text."""
         wanted = section.split("#", 1)[1] if section.startswith(reference + "#") else section.lstrip("#")
@@ -304,15 +328,20 @@ class Toolbox:
     ) -> ReferencePage:
         if section:
             capped_name("section", section, "fsdp2.md#mixed-precision")
-        path = self._reference_file(name)
         if not MIN_PAGE <= max_chars <= MAX_PAGE:
             raise ToolInputError(f"max_chars must be between {MIN_PAGE} and {MAX_PAGE}, got {max_chars}")
         if start_index < 0:
             raise ToolInputError(f"start_index must be 0 or more, got {start_index}")
-        text = path.read_text(encoding="utf-8")
         anchor = None
-        if section:
-            anchor, text = self._section_text(path.name, text, section)
+        if name.removeprefix("./") in SKILL_PAGES:  # what a search result of kind skill points at
+            shown, text = name.removeprefix("./"), self._skill_page(name.removeprefix("./"))
+            if section:
+                anchor, text = self._skill_part(shown, section)
+        else:
+            path = self._reference_file(name)
+            shown, text = path.name, path.read_text(encoding="utf-8")
+            if section:
+                anchor, text = self._section_text(path.name, text, section)
         total = len(text)
         if start_index and start_index >= total:
             raise ToolInputError(f"start_index {start_index} is past the end ({total} characters): start below {total}")
@@ -331,13 +360,13 @@ class Toolbox:
         section_arg = f", section={anchor!r}" if anchor else ""
         if end < total:
             footer = (
-                f"\n[{path.name}{'#' + anchor if anchor else ''}: characters {start_index}-{end} of {total}. "
-                f"Next page: read_reference(name={path.name!r}{section_arg}, start_index={end})]"
+                f"\n[{shown}{'#' + anchor if anchor else ''}: characters {start_index}-{end} of {total}. "
+                f"Next page: read_reference(name={shown!r}{section_arg}, start_index={end})]"
             )
         else:
-            footer = f"\n[end of {path.name}{'#' + anchor if anchor else ''}: {total} characters]"
+            footer = f"\n[end of {shown}{'#' + anchor if anchor else ''}: {total} characters]"
         return ReferencePage(
-            name=path.name,
+            name=shown,
             section=anchor,
             start_index=start_index,
             end_index=end,

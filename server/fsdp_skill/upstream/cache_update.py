@@ -15,9 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import upstream_dir
 from fsdp_skill.core.scratch import leftovers, make_scratch_dir, remove_leftovers
-from fsdp_skill.upstream.sources import MANIFEST_NAME, ManifestEntry, dump_manifest
+from fsdp_skill.upstream.sources import (
+    MANIFEST_NAME,
+    Declaration,
+    ManifestEntry,
+    dump_manifest,
+    manifest_path,
+    read_manifest,
+)
 
 # Folders of upstream/ that another source owns (`upstream.releases`: the torch API of each release): a
 # docs fetch or seed carries them over unchanged instead of dropping them with the old cache.
@@ -51,6 +59,24 @@ class CacheUpdate:
     removed: list[str] = field(default_factory=list)  # '<dir>/<path>' the cache had and no longer has
     unchecked: dict[str, str] = field(default_factory=dict)  # repo -> why its tree could not be checked
     source: str | None = None  # the mirror the files came from, when not GitHub
+
+
+def previous_entries(root: Path | None, declaration: Declaration) -> dict[str, dict[str, ManifestEntry]]:
+    """The current cache's manifests by repo (empty where there is no usable cache)."""
+    previous: dict[str, dict[str, ManifestEntry]] = {}
+    for name, repo in declaration.repos.items():
+        try:
+            previous[name] = read_manifest(manifest_path(root, repo.dir))
+        except UserError:
+            previous[name] = {}
+    return previous
+
+
+def removed_files(declaration: Declaration, previous: dict[str, dict[str, ManifestEntry]]) -> list[str]:
+    """Cached files the declaration no longer names (the new cache leaves them out)."""
+    declared = {(s.repo, s.path) for s in declaration.sources}
+    return sorted(f"{declaration.repos[name].dir}/{path}" for name, entries in previous.items() for path in entries
+                  if (name, path) not in declared)
 
 
 class CacheStage:

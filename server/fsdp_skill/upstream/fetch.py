@@ -39,18 +39,17 @@ from typing import TYPE_CHECKING
 import httpx
 
 from fsdp_skill.core.errors import NetworkError, UserError
+from fsdp_skill.core.files import read_regular_bytes, read_regular_text
 from fsdp_skill.core.paths import writable_root
 from fsdp_skill.core.torch_version import installed_torch_version
-from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
+from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate, previous_entries, removed_files
 from fsdp_skill.upstream.sources import (
     Declaration,
     DeclaredSource,
     ManifestEntry,
     cached_path,
     load_declaration,
-    manifest_path,
     raw_url,
-    read_manifest,
     sha256_hex,
 )
 
@@ -237,24 +236,13 @@ def resolve_commit(client: httpx.Client, repo: str, ref: str, api: str = API_BAS
 # --- the fetch ------------------------------------------------------------------------------------
 
 
-def _previous_entries(root: Path | None, declaration: Declaration) -> dict[str, dict[str, ManifestEntry]]:
-    """The current cache's manifests by repo (empty where there is no usable cache)."""
-    previous: dict[str, dict[str, ManifestEntry]] = {}
-    for name, repo in declaration.repos.items():
-        try:
-            previous[name] = read_manifest(manifest_path(root, repo.dir))
-        except UserError:
-            previous[name] = {}
-    return previous
-
-
 def _cached_copy(root: Path | None, source: DeclaredSource, entry: ManifestEntry | None, url: str) -> bytes | None:
     """The cached bytes if they are intact and came from `url` with an ETag (so a 304 may keep them)."""
     if entry is None or entry.etag is None or entry.url != url:
         return None
     try:
-        data = cached_path(root, source).read_bytes()
-    except OSError:
+        data = read_regular_bytes(cached_path(root, source))
+    except (OSError, UserError):  # missing, unreadable, or not a regular file: download it again
         return None
     return data if sha256_hex(data) == entry.sha256 else None
 
@@ -349,7 +337,7 @@ def fetch_sources(
     needs_torch = any(r.pinned_to_torch and n not in overrides for n, r in declaration.repos.items())
     refs = resolve_refs(declaration, overrides, installed_torch_version() if needs_torch else None)
     raw_base, api = base_urls(base_url, api_url)
-    previous = _previous_entries(root, declaration)
+    previous = previous_entries(root, declaration)
     unchanged = 0
     changed: list[str] = []
     unchecked: dict[str, str] = {}
@@ -376,12 +364,12 @@ def fetch_sources(
             stage.add(source.dir, _manifest_entry(source, ref, commit, url, fetched_from, data, etag), data)
             bar.advance(task)
         readme = stage.upstream / "README.md"
-        previous_readme = readme.read_text(encoding="utf-8") if readme.is_file() else None
+        previous_readme = read_regular_text(readme) if readme.is_file() else None
         stage.write("README.md", _readme(previous_readme, refs, commits))
         stage.commit()
     return CacheUpdate(
         upstream=stage.upstream, files=len(declaration.sources), unchanged=unchanged, refs=refs, commits=commits,
-        changed=changed, removed=_removed(declaration, previous), unchecked=unchecked,
+        changed=changed, removed=removed_files(declaration, previous), unchecked=unchecked,
         source=raw_base if raw_base != RAW_BASE else None,
     )
 
@@ -398,13 +386,6 @@ def _manifest_entry(
         path=source.path, repo=source.repo, ref=ref, commit=commit, url=url,
         chars=chars, sha256=sha256_hex(data), etag=etag, licence=source.licence, note=None,
     )  # fmt: skip
-
-
-def _removed(declaration: Declaration, previous: dict[str, dict[str, ManifestEntry]]) -> list[str]:
-    """Cached files the declaration no longer names (the new cache leaves them out)."""
-    declared = {(s.repo, s.path) for s in declaration.sources}
-    return sorted(f"{declaration.repos[name].dir}/{path}" for name, entries in previous.items() for path in entries
-                  if (name, path) not in declared)
 
 
 def _progress(enabled: bool) -> Progress:

@@ -21,7 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate
+from fsdp_skill.core.files import read_regular_bytes
+from fsdp_skill.upstream.cache_update import CacheStage, CacheUpdate, previous_entries, removed_files
 from fsdp_skill.upstream.sources import (
     MANIFEST_NAME,
     DeclaredSource,
@@ -39,7 +40,7 @@ UNLISTED_NOTE = "Not listed in the snapshot's MANIFEST.json; its sha256 was comp
 
 def _snapshot_manifest(folder: Path, repo_dir: str) -> dict[str, ManifestEntry]:
     path = folder / repo_dir / MANIFEST_NAME
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return {}
     try:
         return read_manifest(path)
@@ -75,15 +76,20 @@ def seed_from_dir(root: Path | None, folder: Path, refs: dict[str, str] | None =
     if not folder.is_dir():
         raise UserError(f"--from-dir {folder}: no such folder (expected a snapshot laid out like upstream/)")
     manifests = {name: _snapshot_manifest(folder, repo.dir) for name, repo in declaration.repos.items()}
+    previous = previous_entries(root, declaration)
+    changed: list[str] = []
     with CacheStage(root) as stage:
         for source in declaration.sources:
             file = folder / source.dir / source.path
             try:
-                data = file.read_bytes()
+                data = read_regular_bytes(file)  # a FIFO there hung the command; a folder was a traceback
             except FileNotFoundError:
                 raise UserError(
                     f"{file} is missing: the snapshot must hold every file declared in assets/sources.toml"
                 ) from None
+            except OSError as exc:
+                raise UserError(f"{file} cannot be read ({exc.strerror}): the snapshot must hold every file "
+                                "declared in assets/sources.toml as a readable file") from None
             listed = manifests[source.repo].get(source.path)
             if listed is not None and listed.sha256 != sha256_hex(data):
                 raise UserError(
@@ -95,13 +101,19 @@ def seed_from_dir(root: Path | None, folder: Path, refs: dict[str, str] | None =
             except UnicodeDecodeError:
                 raise UserError(f"{file} is not UTF-8 text; the snapshot must hold verbatim upstream files") from None
             stage.add(source.dir, entry, data)
+            old = previous[source.repo].get(source.path)
+            if old is None or old.sha256 != entry.sha256:
+                changed.append(f"{source.dir}/{source.path}")
         readme = folder / "README.md"
         if readme.is_file():
-            stage.write("README.md", readme.read_bytes())
+            stage.write("README.md", read_regular_bytes(readme))
         stage.commit()
+    # What changed, as `fetch` says it: "every file is identical" was printed whatever the snapshot held.
     return CacheUpdate(
         upstream=stage.upstream,
         files=len(declaration.sources),
         refs={name: refs.get(name, SNAPSHOT_REF) for name in declaration.repos},
         commits={},
+        changed=changed,
+        removed=removed_files(declaration, previous),
     )

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from fsdp_skill.core.catalog import Source
 from fsdp_skill.core.errors import UserError
+from fsdp_skill.core.files import read_regular_bytes, read_regular_text
 from fsdp_skill.core.paths import repo_root, upstream_dir
 
 if sys.version_info >= (3, 11):
@@ -235,11 +236,13 @@ def manifest_path(root: Path | None, repo_dir: str) -> Path:
 def read_manifest(path: Path) -> dict[str, ManifestEntry]:
     """A manifest (the cache's or a snapshot's) keyed by file path. Missing file -> UserError."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular_text(path))
         entries = [ManifestEntry.model_validate(item) for item in data]
     except FileNotFoundError:
         raise UserError(f"{path} not found; {RESTORE_HINT}") from None
-    except (ValueError, TypeError) as exc:  # JSON or pydantic errors, and a non-list top level
+    except RecursionError:  # a crafted file nested thousands of levels deep
+        raise UserError(f"{path} is not a valid manifest (nested too deeply); {RESTORE_HINT}") from None
+    except (ValueError, TypeError) as exc:  # JSON (and UTF-8) or pydantic errors, and a non-list top level
         detail = _first_error(exc) if isinstance(exc, ValidationError) else str(exc).splitlines()[0]
         raise UserError(f"{path} is not a valid manifest ({detail}); {RESTORE_HINT}") from None
     return {entry.path: entry for entry in entries}
@@ -277,7 +280,7 @@ def read_cached_bytes(root: Path | None, source: DeclaredSource) -> tuple[bytes,
     entry = manifest_entry(root, source)
     file = cached_path(root, source)
     try:
-        data = file.read_bytes()
+        data = read_regular_bytes(file)
     except FileNotFoundError:
         raise UserError(f"{file} is missing from the cache; {RESTORE_HINT}") from None
     actual = sha256_hex(data)

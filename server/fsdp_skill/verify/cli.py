@@ -325,7 +325,14 @@ def cli_verify(args: argparse.Namespace) -> int:
     except UserError as exc:  # a bad flag or report path, or a catalog that is missing or not a catalog
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2
-    import torch  # the runner's one dependency; imported only once the input is known to be good
+    try:
+        import torch  # the runner's one dependency; imported only once the input is known to be good
+    except ImportError as exc:  # was a traceback
+        missing = isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] == "torch"
+        why = "torch is not installed" if missing else f"`import torch` fails ({type(exc).__name__}: {exc})"
+        print(f"verify: error: {why} in {sys.executable}: verify runs the examples on torch; install it with "
+              f"`{sys.executable} -m pip install torch numpy` (a CPU build is enough for gloo)", file=sys.stderr)
+        return 2
 
     torch_version = torch.__version__.split("+")[0]
     targets = [] if launched else _mutant_targets(chosen, options)
