@@ -32,8 +32,8 @@ def test_a_working_checkout_passes_every_check_and_names_the_data_index_and_torc
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert f"ok       data: {ROOT} (checkout)" in out
-    assert "generated from torch 2.13.0 docs" in out and "index.sqlite" in out
-    assert "torch: torch 2.13" in out and "what `fsdp-skill verify` would run with" in out
+    assert "generated from torch 2.15.0 docs" in out and "index.sqlite" in out
+    assert "torch: torch 2.15" in out and "what `fsdp-skill verify` would run with" in out
     assert "Agent Skill: not installed" in out and "-> fsdp-skill skill install" in out
     assert out.rstrip().endswith("everything a user needs works")
 
