@@ -51,9 +51,7 @@ RECIPES: dict[str, tuple[str, str]] = {
         "gloo", _FUNCOL + "outs = funcol.reduce_scatter_tensor_coalesced([t], 'sum', [0], group)\n"
                           "[funcol.wait_tensor(r) for r in outs]"),
     "torch.distributed.all_gather_coalesced": ("gloo", "dist.all_gather_coalesced([[torch.zeros(2)]], [t])"),
-    "torch.distributed.all_gather_into_tensor": ("gloo", "dist.all_gather_into_tensor(out, t)"),
     "torch.distributed.all_reduce_coalesced": ("gloo", "dist.all_reduce_coalesced([t])"),
-    "torch.distributed.reduce_scatter_tensor": ("gloo", "dist.reduce_scatter_tensor(out, t)"),
     "torch.distributed.reduce_op": ("gloo", "dist.reduce_op.SUM"),
     "torch.distributed.checkpoint.save_state_dict": (
         "gloo", "dcp.save_state_dict({'x': t}, storage_writer=dcp.FileSystemWriter(TMP))"),

@@ -25,6 +25,7 @@ Modules, one job each:
   `page_run` (rows per block), `page_report` (their part of verification.md)
 - `report`: verification.json / verification.md
 - `nccl_report`: a GPU pass (scripts/nccl_pass.sh) as verification-nccl.{json,md}
+- `releases`: the release matrix: every claim check and pattern on each torch release, in throwaway venvs
 - `cli`: the flags shared by `fsdp-skill verify`, `python -m fsdp_skill.verify` and the script
 """
 
@@ -51,6 +52,6 @@ def __getattr__(name: str) -> Any:
 # the build use (tests/test_layers.py holds other stages to it).
 __all__ = [
     "ExampleSpec", "RunOptions", "Unit", "cli_verify", "load_examples", "main", "run_spawned", "select",
-    "args", "claims", "cli", "code_shape", "examples", "mutants", "patterns", "plan", "pool", "report", "runner",
-    "static_check",
+    "args", "claims", "cli", "code_shape", "examples", "mutants", "patterns", "plan", "pool", "releases", "report",
+    "runner", "static_check",
 ]
