@@ -100,6 +100,7 @@ def _add_releases(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", action="store_true", help="install each release and run its missing or stale rows "
                    "(resumable; one venv at a time, removed after)")
     p.add_argument("--release", action="append", metavar="X.Y.Z", help="only this release (repeatable)")
+    p.add_argument("--prune", action="store_true", help="drop the rows made from other versions of their files")
     p.add_argument("--json", action="store_true", help="print the matrix as JSON")
     p.set_defaults(handler="fsdp_skill.cli.releases:cli_releases")
 

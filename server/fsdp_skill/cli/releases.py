@@ -4,6 +4,7 @@
     fsdp-skill releases --json               the committed matrix: {"releases": [...], "rows": [...]}
     fsdp-skill releases --run                run the stale or missing rows of every matrix release
     fsdp-skill releases --run --release 2.8.0 --release 2.15.0
+    fsdp-skill releases --prune              drop the rows made from other versions of their files
     fsdp-skill bench releases                wall time per release (install, runs) and peak disk, from the runs
 
 The releases are `matrix` in assets/torch-releases.toml. The work is `verify.releases`; this is its front.
@@ -18,7 +19,15 @@ from pathlib import Path
 
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import repo_root, writable_root
-from fsdp_skill.verify.releases import first_passing, public_view, read_matrix, run_matrix, targets
+from fsdp_skill.verify.releases import (
+    first_passing,
+    prune,
+    public_view,
+    read_matrix,
+    run_matrix,
+    targets,
+    write_matrix,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -53,6 +62,12 @@ def _chosen(root: Path, asked: list[str] | None) -> list[str]:
 
 
 def cli_releases(args: argparse.Namespace) -> int:
+    if args.prune:
+        root = writable_root("releases --prune rewrites references/verification-releases.{json,md}")
+        matrix, dropped = prune(read_matrix(root), targets(root))
+        write_matrix(root, matrix)
+        print(f"dropped {dropped} row(s) made from other versions of their files; "
+              "`fsdp-skill releases --run` runs them again", file=sys.stderr)
     if args.run:
         root = writable_root("releases --run rewrites references/verification-releases.{json,md}")
         matrix = run_matrix(root, _chosen(root, args.release), progress=lambda line: print(line, flush=True))

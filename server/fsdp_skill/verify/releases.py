@@ -240,6 +240,16 @@ def merge(matrix: dict[str, Any], record: Row, rows: list[Row], wanted: list[Tar
     return {"releases": releases, "rows": all_rows}
 
 
+def prune(matrix: dict[str, Any], wanted: list[Target]) -> tuple[dict[str, Any], int]:
+    """The matrix without the rows made from another version of their file (no longer evidence for it) or of a file
+    that is gone, and without releases left with no row; and how many rows went."""
+    current = {(t.id, t.digest) for t in wanted}
+    rows = [r for r in matrix["rows"] if (r["id"], r.get("source_sha256")) in current]
+    kept = {r["release"] for r in rows}
+    releases = [r for r in matrix["releases"] if r["release"] in kept]
+    return {"releases": releases, "rows": rows}, len(matrix["rows"]) - len(rows)
+
+
 def write_matrix(root: Path, matrix: dict[str, Any]) -> None:
     write_atomic(root / MATRIX_JSON, json.dumps(matrix, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
     write_atomic(root / MATRIX_MD, render_markdown(matrix))
