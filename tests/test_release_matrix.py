@@ -65,10 +65,13 @@ def test_a_finished_release_is_not_run_again_and_an_edited_check_reruns_only_its
     assert len(matrix["rows"]) == 6 and {r["release"] for r in matrix["releases"]} == {"2.14.1", "2.15.0"}
 
 
-def test_a_shared_helper_edit_makes_every_check_row_stale(tmp_path: Path) -> None:
+def test_a_shared_helper_edit_makes_the_rows_of_its_importers_stale_and_only_theirs(tmp_path: Path) -> None:
     root = _checkout(tmp_path)
     runner = FakeRunner()
     releases.run_matrix(root, ["2.15.0"], runner=runner, progress=lambda _: None)
+    (root / "assets" / "checks" / "_unused.py").write_text("X = 1\n", encoding="utf-8")  # no check imports it
+    releases.run_matrix(root, ["2.15.0"], runner=runner, progress=lambda _: None)
+    assert len(runner.calls) == 1
     helper = root / "assets" / "checks" / "_dist.py"
     helper.write_text(helper.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     releases.run_matrix(root, ["2.15.0"], runner=runner, progress=lambda _: None)

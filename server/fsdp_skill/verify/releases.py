@@ -8,8 +8,8 @@ time, since a CUDA build takes about 5 GB. After each release the matrix file is
 interrupted run keeps every finished release; a rerun skips a release whose rows are all current.
 
 A row is current while its file is unchanged: it records `source_sha256`, the hash of the file (without its
-`min_torch:` line, which the matrix itself sets) and of the shared `_*.py` helpers beside it. Only the rows
-that are missing or stale are run again.
+`min_torch:` line, which the matrix itself sets) and of the shared `_*.py` helpers beside it that it imports.
+Only the rows that are missing or stale are run again.
 
     references/verification-releases.json   {"releases": [{release, build, python, date, ...timings}],
                                               "rows": [{id, release, status, reason, source_sha256, seconds}]}
@@ -24,6 +24,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,11 +69,18 @@ def _release_key(release: str) -> tuple[int, ...]:
     return tuple(int(part) for part in release.split("+")[0].split(".") if part.isdigit())
 
 
+_HELPER_IMPORT = re.compile(r"^(?:from\s+(_\w+)\s+import|import\s+(_\w+))", re.MULTILINE)
+
+
 def _digest(path: Path) -> str:
-    """The file without its min_torch line, plus the helpers it may import (`_*.py` beside it)."""
+    """The file without its min_torch line, plus the shared helpers beside it that it imports (`from _dist import`):
+    editing a helper makes the rows of its importers stale, and only theirs."""
     sha = hashlib.sha256(source_sha256(path).encode())
+    text = path.read_text(encoding="utf-8", errors="replace")
+    imported = {a or b for a, b in _HELPER_IMPORT.findall(text)}
     for helper in sorted(path.parent.glob("_*.py")):
-        sha.update(helper.name.encode() + b"\0" + helper.read_bytes())
+        if helper.stem in imported:
+            sha.update(helper.name.encode() + b"\0" + helper.read_bytes())
     return sha.hexdigest()
 
 
