@@ -19,7 +19,7 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `FSDP(model)` returns a wrapper (`_fsdp_wrapped_module.` in names) | `fully_shard(model)` changes `model` in place (class becomes `FSDP<Class>`), names unchanged |
 | flat parameters; `use_orig_params=True` to see originals | always the original parameters, each a `DTensor` sharded on dim 0; `use_orig_params` is gone |
 | `auto_wrap_policy=ModuleWrapPolicy({Block})` | call `fully_shard(block)` on each block yourself, then `fully_shard(model)` on the root |
-| `sharding_strategy=FULL_SHARD` | the default `reshard_after_forward=None`: True for every module but the root, which keeps its parameters from forward to backward (`True` on the root too for strict FULL_SHARD) |
+| `sharding_strategy=FULL_SHARD` | the default `reshard_after_forward=None`: True for every module but the root, which keeps its parameters from forward to backward, as FSDP1's FULL_SHARD does |
 | `sharding_strategy=SHARD_GRAD_OP` | `reshard_after_forward=False` |
 | `sharding_strategy=HYBRID_SHARD` | `mesh=init_device_mesh(dev, (replicas, shards), mesh_dim_names=("replicate", "shard"))`, `reshard_after_forward` as for FULL_SHARD |
 | `sharding_strategy=_HYBRID_SHARD_ZERO2` | 2-D mesh as above plus `reshard_after_forward=False` |
@@ -47,7 +47,8 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `model.register_comm_hook(...)` | no general hook; `set_gradient_divide_factor(f)` (call it on every FSDP module: it is not recursive; on gloo any factor but the world size also needs `set_force_sum_reduction_for_comms(True)`), `set_all_reduce_hook` (HSDP), `set_custom_reduce_scatter`. `set_reduce_scatter_divide_factor` is its deprecated old name |
 
 Each row naming an API, and the reshard_after_forward default, is asserted by the claim checks
-assets/checks/migration_map_names.py and reshard_after_forward_default.py. The script itself shows
+assets/checks/migration_map_names.py and reshard_after_forward_default.py; that FSDP1's FULL_SHARD also
+keeps the root unsharded after forward by fsdp1_full_shard_root.py. The script itself shows
 the summon_full_params and register_comm_hook rows at work on the trained FSDP2 model:
 - reading full parameters (`full_tensor()` equals `get_model_state_dict(full_state_dict=True)`),
   writing them (`set_model_state_dict`, a DTensor `copy_`), and why not `unshard()`/`reshard()`:
@@ -144,7 +145,7 @@ def fsdp2(device: torch.device) -> nn.Module:
     model = make_model().to(device)  # device_id=... becomes: move the module first
     for module in model.modules():  # auto_wrap_policy=ModuleWrapPolicy({Block}) becomes:
         if isinstance(module, Block):
-            fully_shard(module, reshard_after_forward=True)  # FULL_SHARD
+            fully_shard(module)  # FULL_SHARD: the default, True for every module but the root
     fully_shard(model)
     return model
 
