@@ -3,7 +3,7 @@ name: dcp-format-utils-cli
 claim: The DCP converter runs as `python -m torch.distributed.checkpoint.format_utils dcp_to_torch SRC DST` (mode first); the upstream recipe's form `format_utils -m SRC DST MODE` (references/checkpoint.md, Formats) fails, and so does the mode name dcp_to_torch_save.
 backs: doc-bug
 world_size: 1
-mutant: upstream-form-works: `MODULE + ["dcp_to_torch", ckpt, out], check=True` -> `MODULE + ["-m", ckpt, out, "dcp_to_torch"], check=True`
+mutant: upstream-form-works: `MODULE + ["dcp_to_torch", ckpt, out], check=True` -> `MODULE + ["-m", ckpt, out, "dcp_to_torch"], check=True` => CalledProcessError
 mutant: old-mode-name: `MODULE + ["dcp_to_torch_save", ckpt, out]` -> `MODULE + ["dcp_to_torch", ckpt, out]`
 
 Records a doc-bug in the generated references: the Distributed Checkpoint recipe

@@ -6,7 +6,7 @@ world_size: 2
 requires:
 tags: fsdp2, checkpoint, dcp, torch.distributed.checkpoint, get_state_dict, set_state_dict, StateDictOptions, full_state_dict, cpu_offload, Stateful, resume, inference export, reshard, world size
 mutant: no-load-at-one-rank: `dcp.load({"app": AppState(small_model, small_optim)}, checkpoint_id=ckpt, process_group=solo)` -> `pass`
-mutant: export-not-full: `full_sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` -> `full_sd = get_model_state_dict(model, options=StateDictOptions(cpu_offload=True))`
+mutant: export-not-full: `full_sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` -> `full_sd = get_model_state_dict(model, options=StateDictOptions(cpu_offload=True))` => RuntimeError
 
 Training checkpoints: each rank writes only its own shards, in parallel, with
 `dcp.save`; `dcp.load` reads them back in place (and can reshard to another world

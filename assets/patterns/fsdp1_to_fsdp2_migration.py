@@ -7,7 +7,7 @@ requires:
 tags: fsdp1, fsdp2, migration, FullyShardedDataParallel, fully_shard, sharding_strategy, auto_wrap_policy, use_orig_params, no_sync, state_dict_type, MixedPrecision, CPUOffload, summon_full_params, set_gradient_divide_factor
 mutant: write-through-unshard: `set_model_state_dict(model, {name: value}, options=StateDictOptions(full_state_dict=True, strict=False))` -> `[model.unshard(), model.get_parameter(name).detach().copy_(value), model.reshard()]`
 mutant: divide-factor-on-root-only: `for module in model.modules():  # not recursive: set it on every FSDP module` -> `for module in [model]:`
-mutant: no-force-sum-on-gloo: `module.set_force_sum_reduction_for_comms(True)` -> `pass`
+mutant: no-force-sum-on-gloo: `module.set_force_sum_reduction_for_comms(True)` -> `pass` => RuntimeError
 
 How each `FullyShardedDataParallel(...)` argument and method maps to FSDP2's
 `fully_shard`. The script trains the same model both ways (FULL_SHARD + per-block
