@@ -24,7 +24,6 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 init()
 halved = Stack().half()
-assert all(p.dtype == torch.float16 for p in halved.parameters())  # nothing fp32 is left
 before = [p.detach().clone() for p in halved.parameters()]
 for p in halved.parameters():
     p.grad = torch.full_like(p, 1e-4)
@@ -32,6 +31,7 @@ torch.optim.SGD(halved.parameters(), lr=1e-3).step()
 # Every weight of magnitude 0.01 to 1 (fp16's spacing there: 8e-6 to 1e-3) keeps its value.
 lost = all(torch.equal(p[b.abs() >= 0.01], b[b.abs() >= 0.01]) for p, b in zip(halved.parameters(), before))
 assert lost, "a 1e-7 update moved half-precision weights of magnitude >= 0.01"
+assert all(p.dtype == torch.float16 for p in halved.parameters())  # nothing fp32 is left to take it
 
 reduced: list[torch.dtype] = []
 # The collective FSDP2 reduces gradients with: reduce_scatter_single from 2.13, reduce_scatter_tensor before.
