@@ -216,6 +216,7 @@ def test_a_pasted_error_message_finds_its_pitfall(
         ("A CPU backend must be enabled for async save; try initializing process group with 'cpu:gloo,cuda:nccl'",
          "assets/traps.md#doc-bug"),
         ("BatchNorm eval outputs differ between ranks", "assets/traps.md#20-"),
+        ("ChildFailedError exitcode -9 SIGKILL no traceback", "assets/traps.md#26-"),
         ("root parameters stay unsharded after a no_grad forward", "assets/traps.md#21-"),
     ],
 )

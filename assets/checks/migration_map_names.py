@@ -91,7 +91,7 @@ if torch_release() >= (2, 15):  # 2.15 adds a per-parameter param_dtype: param_d
 assert {f.name for f in dataclasses.fields(MixedPrecisionPolicy)} == MP_FIELDS, dataclasses.fields(MixedPrecisionPolicy)
 # Per-rank data: the ignored parameter's gradient is not reduced (each rank keeps its own), the others are.
 x = torch.randn(4, 16, generator=torch.Generator().manual_seed(dist.get_rank()))
-model(x).sum().backward()
+model(x).square().sum().backward()  # a data-dependent bias gradient (sum() would give 4 everywhere)
 grads: list[torch.Tensor] = [torch.empty(0)] * world
 dist.all_gather_object(grads, model.head.bias.grad)
 assert not torch.equal(grads[0], grads[1]), "the ignored parameter's gradient was reduced across ranks"
