@@ -35,7 +35,7 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `device_id=rank` | move the module first (`model.to(device)`), or build on `meta` and `to_empty(device=...)` |
 | `param_init_fn=...` with a meta-device model | `model.to_empty(device=...)` then `reset_parameters()` (or your init) after `fully_shard` |
 | `sync_module_states=True` | no flag: seed identically on all ranks, or `set_model_state_dict(model, full_sd, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))` |
-| `ignored_modules=` / `ignored_states=` | `ignored_params={...}` (a set of parameters): not sharded, and their gradients are not reduced (each rank keeps its own: all-reduce them yourself or the replicas drift apart) |
+| `ignored_modules=` / `ignored_states=` | `ignored_params={...}` (a set of parameters, 2.7+): not sharded, and their gradients are not reduced (each rank keeps its own: all-reduce them yourself or the replicas drift apart) |
 | `with model.no_sync():` | `model.set_requires_gradient_sync(False)`, then `True` before the last microbatch |
 | `model.clip_grad_norm_(max_norm)` | `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` (DTensor grads on one mesh; with TP + FSDP2 clip per mesh, see the tp-fsdp2-2d pattern) |
 | `FSDP.state_dict_type(model, SHARDED_STATE_DICT)` + `model.state_dict()` | `get_model_state_dict(model)` (or `model.state_dict()`: already DTensors) |
@@ -64,7 +64,9 @@ Since which release: `set_gradient_divide_factor` and `set_force_sum_reduction_f
 `@deprecated("Use set_gradient_divide_factor instead")` (_fully_shard.py:641). By the release
 wheels, both new methods and that deprecation arrive in 2.8; 2.6 and 2.7 have only
 `set_reduce_scatter_divide_factor`. `from torch.distributed.fsdp import fully_shard` works from 2.6;
-2.4 has FSDP2 only as `torch.distributed._composable.fsdp` (2.5 not checked).
+2.4 and 2.5 have FSDP2 only as `torch.distributed._composable.fsdp`, and `fully_shard(ignored_params=)`
+comes in 2.7 (the API timeline read from the release wheels: `fsdp-skill history
+torch.distributed.fsdp.fully_shard`).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/fsdp1_to_fsdp2_migration.py
 """
