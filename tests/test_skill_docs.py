@@ -217,6 +217,7 @@ def test_a_pasted_error_message_finds_its_pitfall(
          "assets/traps.md#doc-bug"),
         ("BatchNorm eval outputs differ between ranks", "assets/traps.md#20-"),
         ("ChildFailedError exitcode -9 SIGKILL no traceback", "assets/traps.md#26-"),
+        ("FSDP2-wrapped module returned a view tensor. An in-place op on this view", "assets/traps.md#27-"),
         ("root parameters stay unsharded after a no_grad forward", "assets/traps.md#21-"),
     ],
 )

@@ -39,8 +39,10 @@ with tempfile.TemporaryDirectory() as scratch:
     script = os.path.join(scratch, "worker.py")
     with open(script, "w", encoding="utf-8") as handle:
         handle.write(WORKER)
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "TORCHELASTIC_RUN_ID", "MASTER_PORT")}
+    # The outer torchrun's variables out, TORCHELASTIC_ERROR_FILE included: the nested @record would
+    # write its error into this check's own error file.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TORCHELASTIC")
+           and k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "MASTER_PORT")}
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           script], env=env, capture_output=True, text=True, timeout=150, check=False)
 out = run.stdout + run.stderr
