@@ -1,6 +1,6 @@
 """
 name: migration-map-names
-claim: The FSDP1 -> FSDP2 migration map's API rows behave as stated in torch 2.13: FSDP1 wraps (names gain `_fsdp_wrapped_module.`) while fully_shard swaps the class in place and keeps the names (its full state dict loads into the plain model); fully_shard has no use_orig_params or auto_wrap_policy; ignored_params stay unsharded and their gradients are not reduced across ranks; DeviceMesh.from_group shards over an existing group; MixedPrecisionPolicy has the four fields (2.15 adds param_dtype_override_fn); FSDP1's state_dict_type warns FutureWarning.
+claim: The FSDP1 -> FSDP2 migration map's API rows behave as stated: FSDP1 wraps (names gain `_fsdp_wrapped_module.`) while fully_shard swaps the class in place and keeps the names (its full state dict loads into the plain model); fully_shard has no use_orig_params or auto_wrap_policy; ignored_params stay unsharded and their gradients are not reduced across ranks; DeviceMesh.from_group shards over an existing group; MixedPrecisionPolicy has the four fields (2.15 adds param_dtype_override_fn); FSDP1's state_dict_type warns FutureWarning.
 backs: migration-map
 world_size: 2
 requires: stated-ranks
