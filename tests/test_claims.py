@@ -183,6 +183,7 @@ INIT_WEIGHTS_COPIES = [
     "assets/checks/core_recipe_real_model.py",
     "assets/checks/init_any_mesh.py",
     "assets/checks/init_cuda_rng_tracker.py",
+    "assets/checks/init_weights_parent_inits.py",
     "assets/checks/mha_out_proj_bias.py",
     "assets/checks/tied_weights.py",
     "assets/patterns/fsdp2_training.py",

@@ -25,6 +25,7 @@ from fsdp_skill.verify.mutants import (
     claim_target,
     classify,
     mutant_problems,
+    parse_mutant,
     read_mutants,
     run_mutant,
     run_mutants,
@@ -162,8 +163,33 @@ def test_a_mutant_of_an_original_that_failed_or_was_skipped_in_this_run_is_skipp
 
 def test_classify_reads_the_failure_of_the_run() -> None:
     timed_out = {"status": "failed", "reason": "timed out after 120 s; killed torchrun and its ranks"}
-    assert classify(timed_out)[0] == "killed"
+    status, reason = classify(timed_out)
+    assert status == "failed" and "a timeout is not the failure the mutant names (AssertionError)" in (reason or "")
     assert classify({"status": "failed", "reason": "ModuleNotFoundError: No module named 'x'"})[0] == "failed"
+
+
+def test_a_mutant_is_killed_only_by_the_failure_its_line_names() -> None:
+    assertion = {"status": "failed", "reason": "AssertionError: 3"}
+    runtime = {"status": "failed", "reason": "RuntimeError: expected scalar type BFloat16 but found Float"}
+    peer = {"status": "failed", "reason": "RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer"}
+    abort = {"status": "failed", "reason": "rank 1 killed by SIGABRT (terminate called without an active exception)"}
+    assert classify(assertion) == ("killed", "AssertionError: 3")
+    status, reason = classify(runtime)
+    assert status == "failed" and "add `=> RuntimeError`" in (reason or "")
+    assert classify(runtime, ("RuntimeError",))[0] == "killed"
+    assert classify(peer)[0] == "failed"  # a disconnect is never what a check asserts
+    assert classify(assertion, ("RuntimeError",))[0] == "failed"
+    assert classify(abort, ("SIGABRT",))[0] == "killed"
+    assert classify({"status": "failed", "reason": "torch.distributed.DistBackendError: x"}, ("DistBackendError",))[0] \
+        == "killed"
+
+
+def test_a_mutant_line_may_name_its_expected_failure(tmp_path: Path) -> None:
+    line = "three: `one + one` -> `one + one + one` => RuntimeError | TypeError"
+    mutant = parse_mutant(tmp_path / "x.py", 3, line)
+    assert mutant.expects == ("RuntimeError", "TypeError") and mutant.edits[0].new == "one + one + one"
+    assert parse_mutant(tmp_path / "x.py", 3, "three: `a` -> `b`").expects == ("AssertionError",)
+    assert parse_mutant(tmp_path / "x.py", 3, "three: `a => b` -> `c`").edits[0].old == "a => b"
 
 
 @pytest.mark.torch

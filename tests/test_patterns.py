@@ -267,3 +267,21 @@ def test_failure_reason_names_the_rank_that_died_when_no_exception_was_printed()
         == "RuntimeError: NCCL error"
     )
     assert failure_reason("", -9) == "killed by signal 9 (SIGKILL)"
+
+
+def test_failure_reason_is_the_first_failing_ranks_exception_not_a_peers_disconnect() -> None:
+    peer = "[rank0]: RuntimeError: [../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:1\n"
+    cause = "[rank1]: Traceback (most recent call last):\n[rank1]: AssertionError: shards differ\n"
+    root = "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 9)\n"
+    # Rank 0 printed its disconnect first and last; rank 1's assertion is the cause, wherever it is.
+    assert failure_reason(peer + cause + root, 1) == "AssertionError: shards differ"
+    assert failure_reason(cause + peer, 1) == "AssertionError: shards differ"
+    # Two real exceptions: torchrun's root-cause rank wins, else the first to raise.
+    other = "[rank0]: ValueError: bad\n"
+    assert failure_reason(other + cause + root, 1) == "AssertionError: shards differ"
+    assert failure_reason(other + cause, 1) == "ValueError: bad"
+    # Only disconnects: still reported rather than nothing.
+    assert "Connection closed by peer" in failure_reason(peer, 1)
+    # A chained traceback: the rank's last exception line.
+    chained = "[rank1]: KeyError: 'x'\n[rank1]: During handling...\n[rank1]: RuntimeError: wrapped\n"
+    assert failure_reason(chained, 1) == "RuntimeError: wrapped"

@@ -5,7 +5,7 @@ backs: pitfalls
 world_size: 2
 mutant: same-data: `manual_seed(dist.get_rank())` -> `manual_seed(0)`; ` + dist.get_rank()` -> ``
 mutant: no-buffer-sync: `dist.all_reduce(buffer, op=dist.ReduceOp.AVG)` -> `pass`
-mutant: bn-in-bf16: `MixedPrecisionPolicy(param_dtype=torch.float32, output_dtype` -> `MixedPrecisionPolicy(param_dtype=torch.bfloat16, output_dtype`
+mutant: bn-in-bf16: `MixedPrecisionPolicy(param_dtype=torch.float32, output_dtype` -> `MixedPrecisionPolicy(param_dtype=torch.bfloat16, output_dtype` => RuntimeError
 
 On 2 gloo ranks, each with its own data (shifted by its rank):
 - `fully_shard` shards BatchNorm's weight and bias but leaves `running_mean`/`running_var`

@@ -5,7 +5,7 @@ backs: pitfalls
 world_size: 2
 mutant: pinned-works-on-cpu: `fully_shard(Stack(), offload_policy=CPUOffloadPolicy())` -> `fully_shard(Stack(), offload_policy=CPUOffloadPolicy(pin_memory=False))`
 mutant: cpu-build-message-on-a-cuda-build: `PIN_ERROR = "Found no NVIDIA driver" if torch.version.cuda else "Cannot access accelerator device"` -> `PIN_ERROR = "Cannot access accelerator device" if torch.version.cuda else "Found no NVIDIA driver"`
-mutant: default-policy-on-root: `fully_shard(model, offload_policy=CPUOffloadPolicy(pin_memory=False))` -> `fully_shard(model, offload_policy=CPUOffloadPolicy())`
+mutant: default-policy-on-root: `fully_shard(model, offload_policy=CPUOffloadPolicy(pin_memory=False))` -> `fully_shard(model, offload_policy=CPUOffloadPolicy())` => RuntimeError
 
 Pinning host memory needs an accelerator. Without one, only the default `pin_memory=True`
 fails, in `fully_shard` itself, and how depends on the build: a CUDA build (what `pip install torch`

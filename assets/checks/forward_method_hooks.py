@@ -3,7 +3,7 @@ name: forward-method-hooks
 claim: A method other than forward (e.g. generate) skips FSDP2's unshard hooks and fails on the sharded root parameters until register_fsdp_forward_method registers it.
 backs: pitfalls
 world_size: 2
-mutant: not-registered: `register_fsdp_forward_method(model, "generate")` -> `pass`
+mutant: not-registered: `register_fsdp_forward_method(model, "generate")` -> `pass` => RuntimeError
 mutant: forward-instead: `    sharded().generate(x)` -> `    sharded()(x)`
 
 `generate` below uses the root's own `head` directly. Without registration the root's

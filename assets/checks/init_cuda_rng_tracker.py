@@ -31,31 +31,52 @@ from torch.distributed.tensor import distribute_tensor
 
 
 def init_weights(model: nn.Module, seed: int = 0) -> None:
-    """After fully_shard + to_empty: each module's init on full tensors, one seed; each rank keeps its slice."""
+    """After fully_shard + to_empty: __init__'s inits replayed on full tensors, one seed; each rank keeps its slice."""
     torch.manual_seed(seed)  # the same seed on every rank
     done: set[int] = set()  # tied weights keep their first owner's init
 
-    def visit(m: nn.Module) -> None:  # children first, as __init__ builds them
-        for child in m.children():
-            visit(child)
-        own = dict(m.named_parameters(recurse=False))
-        init = getattr(m, "reset_parameters", None) or getattr(m, "_reset_parameters", None)
-        if own and not init:
-            raise TypeError(f"{type(m).__name__} has parameters but no reset_parameters()")
-        full = {n: torch.empty(p.shape, dtype=p.dtype, device=p.device) for n, p in own.items()}
+    def visit(m: nn.Module, held: list | None) -> None:  # children first, as __init__ builds them
+        cls = type(m)  # not an init a CheckpointWrapper forwards from its block (run twice)
+        init = next((getattr(m, n) for n in ("reset_parameters", "_reset_parameters") if hasattr(cls, n)), None)
+        hf = hasattr(cls, "_init_weights")  # Hugging Face style: __init__ ends with apply(self._init_weights)
+        clones = isinstance(m, (nn.TransformerEncoder, nn.TransformerDecoder))  # deep copies of one layer
+        # A parent's init may write its children (nn.Transformer, HF, MHA): hold them full until it ran.
+        hold = held is None and bool(init or hf or clones) and any(True for c in m.children() for _ in c.parameters())
+        inner = [] if hold else held
+        for child in [m.layers[0], *list(m.children())[1:]] if clones else m.children():
+            visit(child, inner)
+        for layer in m.layers[1:] if clones else ():  # copies of layer 0's values: no draws, as deepcopy
+            for a, b in zip(m.layers[0].modules(), layer.modules()):
+                for n, p in b.named_parameters(recurse=False):
+                    b._parameters[n] = a._parameters[n].clone()
+                    inner.append((b, n, p, b._parameters[n]))
+        mine = [(m, n, p, torch.full(p.shape, torch.nan, dtype=p.dtype, device=p.device))
+                for n, p in m.named_parameters(recurse=False)]
+        for _, n, _, full in mine:
+            m._parameters[n] = full  # init full plain tensors, then put the shards back
         if init:
-            m._parameters.update(full)  # init full plain tensors, then put the shards back
             init()
-            m._parameters.update(own)
-        with torch.no_grad():
-            for n, p in own.items():
-                if id(p) not in done:
-                    done.add(id(p))  # this rank's slice, no communication
-                    p.copy_(distribute_tensor(full[n], p.device_mesh, p.placements, src_data_rank=None))
+        elif hf:
+            m.apply(m._init_weights)
         if hasattr(m, "init_buffers"):
             m.init_buffers()  # tables computed in __init__ (RoPE) were on meta
+        if held is not None:  # an ancestor's init is to come: stay full, tied as __init__ ties them
+            first = {id(p): full for _, _, p, full in reversed(held)}
+            for _, n, p, _ in mine:
+                m._parameters[n] = first.get(id(p), m._parameters[n])
+            held += mine
+            return
+        with torch.no_grad():
+            for sub, n, p, full in (inner or []) + mine:
+                sub._parameters[n] = p
+                if full.isnan().any():
+                    raise TypeError(f"{type(sub).__name__}.{n}: no init writes it; give {type(sub).__name__} "
+                                    "a reset_parameters() (or load the weights: pretrained-into-meta)")
+                if id(p) not in done:
+                    done.add(id(p))  # this rank's slice, no communication
+                    p.copy_(distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None))
 
-    visit(model)
+    visit(model, None)
 
 
 class Catch(logging.Handler):

@@ -1,11 +1,12 @@
 """
 name: migration-map-names
-claim: The FSDP1 -> FSDP2 migration map's API rows behave as stated in torch 2.13: FSDP1 wraps (names gain `_fsdp_wrapped_module.`) while fully_shard swaps the class in place and keeps the names (its full state dict loads into the plain model); fully_shard has no use_orig_params or auto_wrap_policy; ignored_params stay unsharded; DeviceMesh.from_group shards over an existing group; MixedPrecisionPolicy has the four fields (2.15 adds param_dtype_override_fn); FSDP1's state_dict_type warns FutureWarning.
+claim: The FSDP1 -> FSDP2 migration map's API rows behave as stated: FSDP1 wraps (names gain `_fsdp_wrapped_module.`) while fully_shard swaps the class in place and keeps the names (its full state dict loads into the plain model); fully_shard has no use_orig_params or auto_wrap_policy; ignored_params stay unsharded and their gradients are not reduced across ranks; DeviceMesh.from_group shards over an existing group; MixedPrecisionPolicy has the four fields (2.15 adds param_dtype_override_fn); FSDP1's state_dict_type warns FutureWarning.
 backs: migration-map
 world_size: 2
 requires: stated-ranks
 mutant: names-from-the-wrapper: `fsdp2_names = [n for n, _ in model.named_parameters()]` -> `fsdp2_names = [n for n, _ in fsdp1.named_parameters()]`
 mutant: nothing-ignored: `ignored_params={model.head.bias}` -> `ignored_params=set()`
+mutant: same-data: `generator=torch.Generator().manual_seed(dist.get_rank()))` -> `generator=torch.Generator().manual_seed(0))`
 mutant: no-new-field-on-215: `if torch_release() >= (2, 15):` -> `if torch_release() >= (2, 16):`
 mutant: mesh-of-a-subgroup: `DeviceMesh.from_group(dist.group.WORLD, "cpu")` -> `DeviceMesh.from_group(dist.new_group([dist.get_rank()]), "cpu")`
 
@@ -16,7 +17,8 @@ by what it does, not only that the name exists:
   keeps every name, and its full state dict (`get_model_state_dict(..., full_state_dict=True)`)
   loads with `strict=True` into the unsharded model, equal to the sharded weights;
 - `fully_shard(use_orig_params=True)` and `auto_wrap_policy=` raise TypeError;
-- `ignored_params={...}` leaves that parameter a plain full tensor, the others DTensors;
+- `ignored_params={...}` leaves that parameter a plain full tensor, the others DTensors, and
+  its gradient is not reduced: on per-rank data each rank's differs (replicas drift apart);
 - `DeviceMesh.from_group(pg, "cpu")` (FSDP1's `process_group=`): fully_shard on it shards each
   parameter over the group's ranks (half a weight per rank here);
 - MixedPrecisionPolicy's fields are param_dtype, reduce_dtype, output_dtype, cast_forward_inputs (2.15 adds
@@ -87,7 +89,12 @@ MP_FIELDS = {"param_dtype", "reduce_dtype", "output_dtype", "cast_forward_inputs
 if torch_release() >= (2, 15):  # 2.15 adds a per-parameter param_dtype: param_dtype_override_fn
     MP_FIELDS.add("param_dtype_override_fn")
 assert {f.name for f in dataclasses.fields(MixedPrecisionPolicy)} == MP_FIELDS, dataclasses.fields(MixedPrecisionPolicy)
-model(torch.randn(4, 16)).sum().backward()
+# Per-rank data: the ignored parameter's gradient is not reduced (each rank keeps its own), the others are.
+x = torch.randn(4, 16, generator=torch.Generator().manual_seed(dist.get_rank()))
+model(x).square().sum().backward()  # a data-dependent bias gradient (sum() would give 4 everywhere)
+grads: list[torch.Tensor] = [torch.empty(0)] * world
+dist.all_gather_object(grads, model.head.bias.grad)
+assert not torch.equal(grads[0], grads[1]), "the ignored parameter's gradient was reduced across ranks"
 say(f"FSDP1 wraps (prefix _fsdp_wrapped_module.); FSDP2 class {type(model).__name__} keeps {len(names)} names, "
     "its full state dict loads strict into the plain model; use_orig_params/auto_wrap_policy raise TypeError; "
     f"the ignored head.bias stays a full tensor; DeviceMesh.from_group shards {16 // world} of 16 rows per rank; "

@@ -9,9 +9,10 @@ mutant: wrapped-too-small: `apply_activation_checkpointing(wrapped, check_fn=lam
 mutant: checkpoint-call-dropped: `x = checkpoint(block, x, use_reentrant=False) if self.checkpoint_in_forward else block(x)` -> `x = block(x)`
 
 Activation checkpointing (AC) drops a block's activations after forward and recomputes
-them in backward: less activation memory for one more forward per block. With FSDP2 apply
-it *before* `fully_shard`, per block, so each block's recompute happens inside its own
-all-gather. Two ways, both asserted here to give the same gradients as no AC at all:
+them in backward: less activation memory for one more forward per block. This pattern
+applies it before `fully_shard`, per block, so the wrapper is the FSDP unit (the usual
+order; not a requirement this pattern tests). Two ways, both asserted here to give the
+same gradients as no AC at all:
 
 1. `apply_activation_checkpointing(model, check_fn=lambda m: isinstance(m, Block))`
    wraps each block in a `CheckpointWrapper`. Parameter names gain
@@ -21,13 +22,15 @@ all-gather. Two ways, both asserted here to give the same gradients as no AC at 
 2. `torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False)` inside the
    parent's forward: no wrapper, names unchanged.
 
-`use_reentrant=False` is the variant that works with FSDP2 (and is what
-checkpoint_wrapper uses by default).
+`use_reentrant=False` is what checkpoint_wrapper uses by default
+(`CheckpointImpl.NO_REENTRANT`) and what torch/utils/checkpoint.py's docstring recommends
+("It is recommended that you use ``use_reentrant=False``"); this pattern does not test the
+reentrant variant.
 
 That AC happens is observed: each block counts its forward calls, and with AC every
 block's forward runs twice per step (once in forward, once recomputed in backward),
 without AC once. `apply_activation_checkpointing` and `checkpoint_wrapper` live in
-torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py in torch 2.13 (a private
+torch/distributed/algorithms/_checkpoint/checkpoint_wrapper.py in torch 2.15 (a private
 module path, public API for years; its import path may move).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/activation_checkpointing.py

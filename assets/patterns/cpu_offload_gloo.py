@@ -5,7 +5,7 @@ title: CPUOffloadPolicy(pin_memory=False) on CPU-only gloo, equal to training wi
 world_size: 2
 requires: gloo
 tags: fsdp2, fully_shard, CPUOffloadPolicy, cpu offload, pin_memory, gloo, cpu, testing
-mutant: default-pinned-policy: `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy(pin_memory=False))` -> `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy())`
+mutant: default-pinned-policy: `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy(pin_memory=False))` -> `offloaded = shard(copy.deepcopy(base), CPUOffloadPolicy())` => RuntimeError
 
 `CPUOffloadPolicy()` pins host memory, which needs an accelerator: on a machine without a GPU
 `fully_shard` raises, "Found no NVIDIA driver on your system" with a CUDA build of torch (what

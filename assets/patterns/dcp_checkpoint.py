@@ -6,7 +6,7 @@ world_size: 2
 requires:
 tags: fsdp2, checkpoint, dcp, torch.distributed.checkpoint, get_state_dict, set_state_dict, StateDictOptions, full_state_dict, cpu_offload, Stateful, resume, inference export, reshard, world size
 mutant: no-load-at-one-rank: `dcp.load({"app": AppState(small_model, small_optim)}, checkpoint_id=ckpt, process_group=solo)` -> `pass`
-mutant: export-not-full: `full_sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` -> `full_sd = get_model_state_dict(model, options=StateDictOptions(cpu_offload=True))`
+mutant: export-not-full: `full_sd = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))` -> `full_sd = get_model_state_dict(model, options=StateDictOptions(cpu_offload=True))` => RuntimeError
 
 Training checkpoints: each rank writes only its own shards, in parallel, with
 `dcp.save`; `dcp.load` reads them back in place (and can reshard to another world
@@ -18,9 +18,10 @@ optimizer in a `Stateful` app state lets DCP call those for you.
 Inference export: `get_model_state_dict(model, options=StateDictOptions(
 full_state_dict=True, cpu_offload=True))` all-gathers a plain, unsharded state dict
 of ordinary tensors onto rank 0's CPU (other ranks get an empty dict), which
-`torch.save` writes and any non-distributed `nn.Module` loads. For big models prefer
-converting offline: `python -m torch.distributed.checkpoint.format_utils dcp_to_torch CKPT_DIR model.pt`
-(mode first; checked by assets/checks/dcp_format_utils_cli.py).
+`torch.save` writes and any non-distributed `nn.Module` loads. Offline, without a process group,
+`python -m torch.distributed.checkpoint.format_utils dcp_to_torch CKPT_DIR out.pt` (mode first)
+converts the whole DCP checkpoint as saved: here `torch.load("out.pt")["app"]["model"]` is the
+model, next to the optimizer state, a larger file than the export (assets/checks/dcp_format_utils_cli.py).
 
 What the script asserts:
 1. the round trip restores identical tensors (model shards and optimizer state) into a

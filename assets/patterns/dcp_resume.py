@@ -8,7 +8,7 @@ tags: fsdp2, dcp, torch.distributed.checkpoint, resume, get_state_dict, set_stat
 mutant: no-scheduler-state: `self.scheduler.load_state_dict(state["scheduler"])` -> `pass`
 mutant: no-sampler-epoch: `self.step, self.epoch, self.consumed = progress["step"], progress["epoch"], progress["consumed"]` -> `self.step, self.consumed = progress["step"], progress["consumed"]`
 mutant: no-rng-state: `self.set_rng_state(state["rng"][key])` -> `pass`
-mutant: rng-key-of-every-rank: `del state["rng"][key]  # nothing saved for this rank` -> `pass`
+mutant: rng-key-of-every-rank: `del state["rng"][key]  # nothing saved for this rank` -> `pass` => RuntimeError
 mutant: per-rank-batch-kept: `batch_size=GLOBAL_BATCH // dist.get_world_size()` -> `batch_size=GLOBAL_BATCH // 2`
 
 Everything a run needs to continue exactly where it stopped, saved with DCP and loaded

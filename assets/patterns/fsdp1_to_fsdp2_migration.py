@@ -7,7 +7,7 @@ requires:
 tags: fsdp1, fsdp2, migration, FullyShardedDataParallel, fully_shard, sharding_strategy, auto_wrap_policy, use_orig_params, no_sync, state_dict_type, MixedPrecision, CPUOffload, summon_full_params, set_gradient_divide_factor
 mutant: write-through-unshard: `set_model_state_dict(model, {name: value}, options=StateDictOptions(full_state_dict=True, strict=False))` -> `[model.unshard(), model.get_parameter(name).detach().copy_(value), model.reshard()]`
 mutant: divide-factor-on-root-only: `for module in model.modules():  # not recursive: set it on every FSDP module` -> `for module in [model]:`
-mutant: no-force-sum-on-gloo: `module.set_force_sum_reduction_for_comms(True)` -> `pass`
+mutant: no-force-sum-on-gloo: `module.set_force_sum_reduction_for_comms(True)` -> `pass` => RuntimeError
 
 How each `FullyShardedDataParallel(...)` argument and method maps to FSDP2's
 `fully_shard`. The script trains the same model both ways (FULL_SHARD + per-block
@@ -19,7 +19,7 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `FSDP(model)` returns a wrapper (`_fsdp_wrapped_module.` in names) | `fully_shard(model)` changes `model` in place (class becomes `FSDP<Class>`), names unchanged |
 | flat parameters; `use_orig_params=True` to see originals | always the original parameters, each a `DTensor` sharded on dim 0; `use_orig_params` is gone |
 | `auto_wrap_policy=ModuleWrapPolicy({Block})` | call `fully_shard(block)` on each block yourself, then `fully_shard(model)` on the root |
-| `sharding_strategy=FULL_SHARD` | the default `reshard_after_forward=None`: True for every module but the root, which keeps its parameters from forward to backward (`True` on the root too for strict FULL_SHARD) |
+| `sharding_strategy=FULL_SHARD` | the default `reshard_after_forward=None`: True for every module but the root, which keeps its parameters from forward to backward, as FSDP1's FULL_SHARD does |
 | `sharding_strategy=SHARD_GRAD_OP` | `reshard_after_forward=False` |
 | `sharding_strategy=HYBRID_SHARD` | `mesh=init_device_mesh(dev, (replicas, shards), mesh_dim_names=("replicate", "shard"))`, `reshard_after_forward` as for FULL_SHARD |
 | `sharding_strategy=_HYBRID_SHARD_ZERO2` | 2-D mesh as above plus `reshard_after_forward=False` |
@@ -35,7 +35,7 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `device_id=rank` | move the module first (`model.to(device)`), or build on `meta` and `to_empty(device=...)` |
 | `param_init_fn=...` with a meta-device model | `model.to_empty(device=...)` then `reset_parameters()` (or your init) after `fully_shard` |
 | `sync_module_states=True` | no flag: seed identically on all ranks, or `set_model_state_dict(model, full_sd, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))` |
-| `ignored_modules=` / `ignored_states=` | `ignored_params={...}` (a set of parameters) |
+| `ignored_modules=` / `ignored_states=` | `ignored_params={...}` (a set of parameters, 2.7+): not sharded, and their gradients are not reduced (each rank keeps its own: all-reduce them yourself or the replicas drift apart) |
 | `with model.no_sync():` | `model.set_requires_gradient_sync(False)`, then `True` before the last microbatch |
 | `model.clip_grad_norm_(max_norm)` | `torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)` (DTensor grads on one mesh; with TP + FSDP2 clip per mesh, see the tp-fsdp2-2d pattern) |
 | `FSDP.state_dict_type(model, SHARDED_STATE_DICT)` + `model.state_dict()` | `get_model_state_dict(model)` (or `model.state_dict()`: already DTensors) |
@@ -47,7 +47,8 @@ equivalents) and asserts equal losses and equal exported full state dicts.
 | `model.register_comm_hook(...)` | no general hook; `set_gradient_divide_factor(f)` (call it on every FSDP module: it is not recursive; on gloo any factor but the world size also needs `set_force_sum_reduction_for_comms(True)`), `set_all_reduce_hook` (HSDP), `set_custom_reduce_scatter`. `set_reduce_scatter_divide_factor` is its deprecated old name |
 
 Each row naming an API, and the reshard_after_forward default, is asserted by the claim checks
-assets/checks/migration_map_names.py and reshard_after_forward_default.py. The script itself shows
+assets/checks/migration_map_names.py and reshard_after_forward_default.py; that FSDP1's FULL_SHARD also
+keeps the root unsharded after forward by fsdp1_full_shard_root.py. The script itself shows
 the summon_full_params and register_comm_hook rows at work on the trained FSDP2 model:
 - reading full parameters (`full_tensor()` equals `get_model_state_dict(full_state_dict=True)`),
   writing them (`set_model_state_dict`, a DTensor `copy_`), and why not `unshard()`/`reshard()`:
@@ -63,7 +64,9 @@ Since which release: `set_gradient_divide_factor` and `set_force_sum_reduction_f
 `@deprecated("Use set_gradient_divide_factor instead")` (_fully_shard.py:641). By the release
 wheels, both new methods and that deprecation arrive in 2.8; 2.6 and 2.7 have only
 `set_reduce_scatter_divide_factor`. `from torch.distributed.fsdp import fully_shard` works from 2.6;
-2.4 has FSDP2 only as `torch.distributed._composable.fsdp` (2.5 not checked).
+2.4 and 2.5 have FSDP2 only as `torch.distributed._composable.fsdp`, and `fully_shard(ignored_params=)`
+comes in 2.7 (the API timeline read from the release wheels: `fsdp-skill history
+torch.distributed.fsdp.fully_shard`).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/fsdp1_to_fsdp2_migration.py
 """
@@ -144,7 +147,7 @@ def fsdp2(device: torch.device) -> nn.Module:
     model = make_model().to(device)  # device_id=... becomes: move the module first
     for module in model.modules():  # auto_wrap_policy=ModuleWrapPolicy({Block}) becomes:
         if isinstance(module, Block):
-            fully_shard(module, reshard_after_forward=True)  # FULL_SHARD
+            fully_shard(module)  # FULL_SHARD: the default, True for every module but the root
     fully_shard(model)
     return model
 

@@ -6,6 +6,7 @@ world_size: 2
 requires:
 tags: fsdp2, fully_shard, set_requires_gradient_sync, no_sync, gradient accumulation, microbatch, training
 mutant: sync-every-microbatch: `model.set_requires_gradient_sync(sync_each or is_last)` -> `model.set_requires_gradient_sync(True)`
+mutant: no-division: `loss = nn.functional.mse_loss(model(x), y) / len(batches)` -> `loss = nn.functional.mse_loss(model(x), y)`
 mutant: root-only: `model.set_requires_gradient_sync(sync_each or is_last)` -> `model.set_requires_gradient_sync(sync_each or is_last, recurse=False)`
 
 FSDP2's replacement for FSDP1/DDP `no_sync()`: call
@@ -28,7 +29,8 @@ recurse=True)` is recursive by default (torch 2.13, _fully_shard.py:414); with `
 only the root stops syncing and every block still reduce-scatters each microbatch.
 
 Divide each microbatch loss by the number of microbatches so the accumulated
-gradient is the mean over the whole batch.
+gradient is the mean over the whole batch: asserted against model C (same init), one
+backward over all microbatches concatenated (equal-sized microbatches, a mean loss).
 
 Run: torchrun --standalone --nproc-per-node 2 assets/patterns/gradient_accumulation.py
 """
@@ -147,8 +149,15 @@ def main() -> None:
     for (name, pa), pb in zip(model_a.named_parameters(), model_b.parameters()):
         ga, gb = pa.grad.to_local(), pb.grad.to_local()  # DTensor grads: compare this rank's shard
         torch.testing.assert_close(ga, gb, rtol=1e-5, atol=1e-6, msg=f"{name}: accumulated grads differ")
+    # The division by the number of microbatches: the accumulated gradient is the one big batch's.
+    model_c = make_sharded_model(device)
+    x_all, y_all = torch.cat([x for x, _ in batches]), torch.cat([y for _, y in batches])
+    nn.functional.mse_loss(model_c(x_all), y_all).backward()
+    for (name, pa), pc in zip(model_a.named_parameters(), model_c.parameters()):
+        torch.testing.assert_close(pa.grad.to_local(), pc.grad.to_local(), rtol=1e-5, atol=1e-6,
+                                   msg=f"{name}: accumulated grads differ from one batch of all microbatches")
     if rank == 0:
-        print("no-sync accumulation matches per-microbatch sync: gradients equal", flush=True)
+        print("no-sync accumulation matches per-microbatch sync and one big batch: gradients equal", flush=True)
 
     optim = torch.optim.AdamW(model_a.parameters(), lr=1e-2)
     model_a.zero_grad()

@@ -36,7 +36,7 @@ from fsdp_skill.verify.patterns import PatternHeaderError, header_entries
 __all__ = ["SKILL_FILES", "skill_documents"]
 
 # The hand-written pages that become documents, relative to the repository root.
-SKILL_FILES = ("SKILL.md", "assets/tuning.md")
+SKILL_FILES = ("SKILL.md", "assets/tuning.md", "assets/traps.md")
 _CHECK_LINK = re.compile(r"\]\(((?:\.\./)*(?:assets/)?checks/[\w.-]+\.py)\)")
 _HTML_ID = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
 _FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)

@@ -7,15 +7,22 @@ A check that passes shows nothing unless it would fail were its claim false. So 
     mutant: no-prefetch: `block.set_modules_to_forward_prefetch(nxt)` -> `pass`; `prefetch_backward(block)` -> `pass`
 
 After the name come one or more edits, `;`-separated: each OLD occurs exactly once in the file outside
-the header's key lines and is replaced by NEW (which may be empty). The runner copies the file's folder
+the header's key lines and is replaced by NEW (which may be empty). A trailing `=> NAME` (or
+`=> NAME | NAME`) names the failure that kills the mutant, when it is not an AssertionError: the exception
+the claim is about (`=> RuntimeError`), or a signal (`=> SIGABRT`):
+
+    mutant: bn-in-bf16: `param_dtype=torch.float32` -> `param_dtype=torch.bfloat16` => RuntimeError
+ The runner copies the file's folder
 (its `_*.py` helpers, or the script a shell template launches) to a scratch folder, applies the edits to
 the copy and runs the copy exactly as the original runs: same launcher, world size and backend. Statuses:
 
-    killed     the mutant's run failed (non-zero exit or timeout): the check notices its claim made false
+    killed     the mutant's run failed by the failure it names (AssertionError unless `=> NAME`), as
+               failure_reason reads it: the first failing rank's exception, not a peer's disconnect
     survived   the mutant's run passed: the check does not test its claim (fix the check, never the mutant)
     skipped    the original cannot run here (e.g. it needs GPUs), or failed in this run, so its mutant proves nothing
     failed     the mutant cannot be applied, does not parse, or broke the script instead of the claim
-               (a SyntaxError, NameError or ImportError in its run)
+               (a SyntaxError, NameError or ImportError in its run), or its run failed otherwise than
+               it names: another exception, or a timeout (a hang proves nothing: make the check fail fast)
 
 Rows are named `mutant:<row name>:<mutant name>`, e.g. `mutant:claim:mixed-precision-policy:bf16-reduction`,
 and carry `source_sha256`, the original file's hash, so a test can tell a report that no longer matches its file.
@@ -44,6 +51,11 @@ MUTANT_PREFIX = "mutant:"
 MUTANT_KEY = "mutant"
 _EDIT_RE = re.compile(r"`([^`]*)`\s*->\s*`([^`]*)`")
 _VALUE_RE = re.compile(r"^([a-z0-9]+(?:-[a-z0-9]+)*):\s*(.+)$")
+_EXPECTS_RE = re.compile(r"^(.*`)\s*=>\s*([A-Za-z_]\w*(?:\s*\|\s*[A-Za-z_]\w*)*)$")
+DEFAULT_EXPECTS: tuple[str, ...] = ("AssertionError",)
+# What a failure_reason line says killed the run: "torch.x.DistBackendError: ..." -> DistBackendError,
+# "rank 1 killed by SIGABRT (...)" -> SIGABRT.
+_RAISED_RE = re.compile(r"^(?:[\w.]+\.)?(\w+)(?::|$)|killed by (?:signal \d+ \()?(SIG\w+)")
 # A run that dies of one of these broke the script (a typo, a deleted definition), not the claim it checks.
 _BROKEN_SCRIPT_RE = re.compile(
     r"^(?:\[(?:rank|default)\d+\]:\s?)?(SyntaxError|IndentationError|NameError|UnboundLocalError|ImportError"
@@ -65,6 +77,7 @@ class Mutant:
     name: str
     edits: tuple[Edit, ...]
     line: int  # 1-based line of its `mutant:` header line
+    expects: tuple[str, ...] = DEFAULT_EXPECTS  # the failures that kill it (exception or signal names)
 
 
 class MutantError(PatternHeaderError):
@@ -85,6 +98,10 @@ def parse_mutant(path: Path, line: int, value: str) -> Mutant:
     if not match:
         raise MutantError(path, line, f"mutant {value[:80]!r} is not 'NAME: `OLD` -> `NEW`' (NAME: lowercase-hyphen)")
     name, rest = match.groups()
+    expects: tuple[str, ...] = DEFAULT_EXPECTS
+    named = _EXPECTS_RE.match(rest.strip())
+    if named:
+        rest, expects = named.group(1), tuple(n.strip() for n in named.group(2).split("|"))
     edits: list[Edit] = []
     for part in rest.split(";"):
         part = part.strip()
@@ -94,7 +111,7 @@ def parse_mutant(path: Path, line: int, value: str) -> Mutant:
         if not edit.group(1).strip():
             raise MutantError(path, line, f"mutant {name!r}: an edit's OLD text is empty")
         edits.append(Edit(edit.group(1), edit.group(2)))
-    return Mutant(name=name, edits=tuple(edits), line=line)
+    return Mutant(name=name, edits=tuple(edits), line=line, expects=expects)
 
 
 def read_mutants(path: Path, text: str | None = None) -> list[Mutant]:
@@ -211,8 +228,14 @@ def _row(target: MutantTarget, mutant: Mutant, base: Result | None, status: str,
     return row
 
 
-def classify(run: Result) -> tuple[str, str | None]:
-    """(status, reason) of a mutant from the row of its run."""
+def raised(reason: str) -> str | None:
+    """The exception or signal name a failure_reason line says the run died of."""
+    match = _RAISED_RE.search(reason)
+    return (match.group(1) or match.group(2)) if match else None
+
+
+def classify(run: Result, expects: tuple[str, ...] = DEFAULT_EXPECTS) -> tuple[str, str | None]:
+    """(status, reason) of a mutant from the row of its run: killed only by a failure in `expects`."""
     if run["status"] == "skipped":
         return "skipped", run.get("reason")
     if run["status"] == "passed":
@@ -223,7 +246,15 @@ def classify(run: Result) -> tuple[str, str | None]:
     if broken:
         line = broken.group(0).strip()[:240]
         return "failed", f"the mutant broke the script, not its claim: {line}"
-    return "killed", run.get("reason") or "the run failed"
+    reason = str(run.get("reason") or "the run failed")
+    named = " or ".join(expects)
+    if reason.startswith("timed out"):
+        return "failed", f"{reason}: a timeout is not the failure the mutant names ({named}); make the check fail fast"
+    name = raised(reason)
+    if name in expects:
+        return "killed", reason
+    return "failed", (f"killed by {reason[:200]!r}, not the failure the mutant names ({named}): add `=> {name}` "
+                      "to its line if that failure is the claim, else make the check assert it")
 
 
 def run_mutant(target: MutantTarget, mutant: Mutant, original: Result | None = None) -> Result:
@@ -243,7 +274,7 @@ def run_mutant(target: MutantTarget, mutant: Mutant, original: Result | None = N
         copy = _copy_folder(target.path, Path(scratch))
         copy.write_text(mutated, encoding="utf-8")
         run = target.run(copy)
-    status, reason = classify(run)
+    status, reason = classify(run, mutant.expects)
     base = run if original is None else original
     return _row(target, mutant, base, status, reason, run.get("seconds") or time.monotonic() - started)
 

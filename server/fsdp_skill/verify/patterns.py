@@ -309,20 +309,35 @@ _RANK_PREFIX = re.compile(r"^\[(?:rank|default)\d+\]:\s?")
 _ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.DOTALL)
 
 
-def failure_reason(output: str, returncode: int) -> str:
-    """The most telling line of a failed run: the last exception a rank raised; else which rank died
-    how (signal, C++ terminate message); else the exit status."""
-    best: str | None = None
-    terminate: str | None = None
+# An exception that only reports that another rank went away (it died first): never the cause.
+_PEER_LOST = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|recvValue failed|Socket closed", re.IGNORECASE
+)
+_RANK_OF = re.compile(r"^\[(?:rank|default)(\d+)\]:")
+
+
+def rank_exceptions(output: str) -> list[tuple[int | None, str]]:
+    """Each rank's last exception line, ranks in the order they first raised; None for unprefixed lines."""
+    last: dict[int | None, str] = {}
     for raw in output.splitlines():
+        prefix = _RANK_OF.match(raw)
         line = _RANK_PREFIX.sub("", raw).strip()
         if _ERROR_LINE.match(line) and "ChildFailedError" not in line:
-            best = line
-        elif line.startswith("terminate called"):
-            terminate = line
-    if best:
-        return best[:300]
+            last[int(prefix.group(1)) if prefix else None] = line
+    return list(last.items())
+
+
+def failure_reason(output: str, returncode: int) -> str:
+    """The most telling line of a failed run: the first failing rank's exception (torchrun's root cause,
+    else the first to raise), passing over ranks that only report a peer's disconnect; else which rank
+    died how (signal, C++ terminate message); else the exit status."""
+    terminate = next((line.strip() for line in output.splitlines() if "terminate called" in line), None)
     root = _ROOT_CAUSE.search(output)
+    errors = rank_exceptions(output)
+    if errors:
+        causes = [e for e in errors if not _PEER_LOST.search(e[1])] or errors
+        first = int(root.group(1)) if root else None
+        return next((line for rank, line in causes if rank == first), causes[0][1])[:300]
     if root:
         rank, code = int(root.group(1)), int(root.group(2))
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"

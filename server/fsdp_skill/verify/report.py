@@ -183,12 +183,14 @@ def render_markdown(report: dict[str, Any]) -> str:
         "",
         f"torch {report['torch_version']} · run on {report['date']} · backends: {', '.join(backends) or 'none'}",
         "",
-        "Every `>>>` example in the catalog was run on every rank by `fsdp-skill verify` "
-        "(`scripts/verify_examples.py` from a plain clone), at the world size the example documents. "
+        "Every `>>>` example in the catalog went through `fsdp-skill verify` "
+        "(`scripts/verify_examples.py` from a plain clone): the ones that can run ran on every rank, at the world "
+        "size the example documents; the others were only checked or skipped (the counts below say how many). "
         "As under doctest, each example runs in a fresh copy of the globals of the module that defines the "
         "documented object, with the runner's `rank`, `world_size`, `device`, `torch` and `dist` on top; an example "
         "using a name defined in neither is a fragment (skipped, naming it). "
-        "Statuses: **passed** (every documented output matched on every rank), **doc-bug** (the docs are wrong "
+        "Statuses: **passed** (every documented output matched on every rank), **checked** (not run: its torch "
+        "names resolved and its calls bound to the installed signatures), **doc-bug** (the docs are wrong "
         "for this torch: the documented code raises on every rank, or an output differs; the actual output is in "
         "`verification.json`), **skipped** (cannot run here; the reason says why), **failed** (a rank hung, "
         "died or raised where others did not).",
