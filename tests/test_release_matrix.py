@@ -120,6 +120,10 @@ def test_a_release_without_a_row_ends_the_range_instead_of_being_skipped_over() 
     matrix = {"releases": [{"release": r} for r in ("2.7.1", "2.8.0", "2.9.1", "2.10.0")],
               "rows": [{"id": "p", "release": r, "status": "passed"} for r in ("2.7.1", "2.9.1", "2.10.0")]}
     assert releases.first_passing(matrix, "p") == "2.9.1"  # 2.8.0 never ran p: no range across it
+    # A release declared but not run at all ends the range too.
+    only_ends = {"releases": [{"release": "2.7.1"}, {"release": "2.10.0"}], "rows": [
+        {"id": "p", "release": r, "status": "passed"} for r in ("2.7.1", "2.10.0")]}
+    assert releases.first_passing(only_ends, "p", ["2.7.1", "2.8.0", "2.9.1", "2.10.0"]) == "2.10.0"
     assert not releases.covers(matrix, "p", ["2.7.1", "2.8.0"]) and releases.covers(matrix, "p", ["2.9.1"])
 
 

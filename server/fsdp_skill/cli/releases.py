@@ -81,6 +81,7 @@ def cli_releases(args: argparse.Namespace) -> int:
         print("no release matrix yet: run `fsdp-skill releases --run` in a checkout")
         return 0
     releases = [r["release"] for r in matrix["releases"]]
+    declared = matrix_releases(root)
     status = {(r["id"], r["release"]): r["status"] for r in matrix["rows"]}
     mark = {"passed": "ok", "failed": "FAIL", "skipped": "skip"}
     ids = list(dict.fromkeys(r["id"] for r in matrix["rows"]))
@@ -88,7 +89,7 @@ def cli_releases(args: argparse.Namespace) -> int:
     print(f"{'':{width}}  " + " ".join(f"{r:>7}" for r in releases) + "   passes from")
     for ident in ids:
         cells = " ".join(f"{mark.get(status.get((ident, r), ''), '-'):>7}" for r in releases)
-        print(f"{ident:{width}}  {cells}   {first_passing(matrix, ident) or 'never'}")
+        print(f"{ident:{width}}  {cells}   {first_passing(matrix, ident, declared) or 'never'}")
     failed = sum(r["status"] == "failed" for r in matrix["rows"])
     print(f"\n{len(matrix['rows'])} rows, {failed} failed; reasons: references/verification-releases.md")
     return 0

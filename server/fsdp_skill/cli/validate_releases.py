@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from fsdp_skill.cli.releases import matrix_releases
+from fsdp_skill.core.errors import UserError
 from fsdp_skill.verify.releases import first_passing, read_matrix
 
 RANGE_RE = re.compile(r"(\d+\.\d+)\s*[–-]\s*(\d+\.\d+)")
@@ -22,9 +24,10 @@ def _minor(release: str) -> str:
     return ".".join(release.split(".")[:2])
 
 
-def expected_range(matrix: dict, pattern: str) -> str | None:
-    """`2.7–2.15` from the matrix, or None where it has no passing run that reaches the newest release."""
-    first = first_passing(matrix, "pattern:" + pattern)
+def expected_range(matrix: dict, pattern: str, declared: list[str] | None = None) -> str | None:
+    """`2.7–2.15` from the matrix, or None where it has no passing run that reaches the newest release (a release
+    of `declared` it was not run on ends the range)."""
+    first = first_passing(matrix, "pattern:" + pattern, declared)
     if first is None or not matrix["releases"]:
         return None
     return f"{_minor(first)}–{_minor(matrix['releases'][-1]['release'])}"
@@ -43,6 +46,10 @@ def pattern_range_problems(skill_text: str, root: Path) -> list[tuple[int, str]]
     if "Ran on" not in columns:
         return [(header + 1, "the pattern table has no 'Ran on' column (the releases the matrix ran each pattern on)")]
     where = columns.index("Ran on")
+    try:
+        declared = matrix_releases(root)
+    except UserError:
+        declared = None
     problems = []
     for number in range(header + 2, len(lines)):
         row = _ROW_RE.match(lines[number])
@@ -52,7 +59,7 @@ def pattern_range_problems(skill_text: str, root: Path) -> list[tuple[int, str]]
             continue
         cells = [cell.strip() for cell in lines[number].strip().strip("|").split("|")]
         stated = cells[where] if where < len(cells) else ""
-        want = expected_range(matrix, row.group(1))
+        want = expected_range(matrix, row.group(1), declared)
         found = RANGE_RE.search(stated)
         if want is None and found:
             problems.append((number + 1, f"pattern {row.group(1)!r}: 'Ran on' says {stated!r}, but the release matrix "

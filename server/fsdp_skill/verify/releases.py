@@ -333,12 +333,14 @@ def render_markdown(matrix: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def first_passing(matrix: dict[str, Any], ident: str) -> str | None:
+def first_passing(matrix: dict[str, Any], ident: str, declared: list[str] | None = None) -> str | None:
     """The oldest release from which every run of `ident` passed, up to the newest release of the matrix; None
-    when the newest did not pass. A release the matrix has no row of `ident` for ends the run: a range is
-    never stated across a release nobody ran."""
+    when the newest did not pass. A release without a row of `ident` ends the run, whether the matrix ran it for
+    other rows or only declares it (`declared`, assets/torch-releases.toml's `matrix`): a range is never stated
+    across a release nobody ran."""
     by_release = {r["release"]: r["status"] for r in matrix["rows"] if r["id"] == ident}
-    declared = sorted({r["release"] for r in matrix.get("releases", [])} | set(by_release), key=_release_key)
+    known = {r["release"] for r in matrix.get("releases", [])} | set(by_release) | set(declared or [])
+    declared = sorted(known, key=_release_key)
     first = None
     for release in reversed(declared):
         if by_release.get(release) != "passed":
