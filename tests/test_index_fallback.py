@@ -68,3 +68,20 @@ def test_the_temporary_index_folder_is_removed_on_sigterm(tmp_path: Path) -> Non
             proc.kill()
             proc.wait(timeout=30)
     assert list(temp.iterdir()) == []
+
+
+def test_history_and_what_changed_answer_from_the_timeline_without_opening_a_corrupt_index(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A qualified name and what-changed need no index: none is opened (or built) for them."""
+    from fsdp_skill.cli.main import main
+    from fsdp_skill.search import index as index_module
+
+    def refuse(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the search index was opened")
+
+    monkeypatch.setattr(index_module, "open_index", refuse)
+    assert main(["history", "torch.distributed.fsdp.FSDPModule.finalize_backward"]) == 0
+    assert main(["what-changed", "2.14", "2.15", "--area", "fsdp"]) == 0
+    out = capsys.readouterr().out
+    assert "finalize_backward" in out and "torch 2.14" in out

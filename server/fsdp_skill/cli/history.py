@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import argparse
 
-from fsdp_skill.serve.history import ApiHistoryResult, WhatChangedResult
-from fsdp_skill.serve.tools import Toolbox
+from fsdp_skill.core.paths import references_dir, repo_root
+from fsdp_skill.serve.history import ApiHistoryResult, HistoryBook, WhatChangedResult
 
 
-def _toolbox() -> Toolbox:
+def _book() -> HistoryBook:
+    """The timeline alone: a qualified name and what-changed need no search index (a missing or corrupt one is
+    not built for them)."""
+    return HistoryBook(references_dir(repo_root()))
+
+
+def _resolve(symbol: str) -> tuple[str, list[str]]:
+    """get_api's reading of a short name (`DDP`): opens the search index, only when a name needs it."""
     from fsdp_skill.search.index import open_index
+    from fsdp_skill.serve.tools import Toolbox
 
-    return Toolbox(open_index())
+    return Toolbox(open_index()).resolve_symbol(symbol)
 
 
 def render_history(entry: ApiHistoryResult) -> str:
@@ -60,12 +68,12 @@ def render_changes(changes: WhatChangedResult) -> str:
 
 
 def cli_history(args: argparse.Namespace) -> int:
-    entry = _toolbox().api_history(args.name)
+    entry = _book().api_history(args.name, _resolve)
     print(entry.model_dump_json(indent=2) if args.json else render_history(entry))
     return 0
 
 
 def cli_what_changed(args: argparse.Namespace) -> int:
-    changes = _toolbox().what_changed(args.from_version, args.to_version, args.area)
+    changes = _book().what_changed(args.from_version, args.to_version, args.area)
     print(changes.model_dump_json(indent=2) if args.json else render_changes(changes))
     return 0
