@@ -6,7 +6,6 @@ world_size: 2
 requires:
 tags: fsdp2, fully_shard, MixedPrecisionPolicy, bf16, bfloat16, param_dtype, reduce_dtype, output_dtype, training
 mutant: bf16-reduction: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)`
-mutant: reduce-dtype-left-out: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16)`
 mutant: fp32-compute: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.float32,`; `param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=torch.float32` -> `param_dtype=torch.float32, reduce_dtype=torch.float32, output_dtype=torch.float32`
 
 `MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` makes
@@ -14,9 +13,11 @@ FSDP2 all-gather parameters in bf16 and run forward/backward in bf16, while the
 sharded parameters the optimizer updates stay in fp32 and gradients are
 reduce-scattered in fp32 (numerically safer than reducing in bf16).
 
-Leave `reduce_dtype` out and the reduction runs in `param_dtype` (bf16 here): the
-MixedPrecisionPolicy docstring says so (torch/distributed/fsdp/_fully_shard/_fsdp_api.py:33-39
-in 2.13), and this script's `reduce-dtype-left-out` mutant fails on exactly that.
+Leave `reduce_dtype` out and the release decides: before 2.15 the reduction runs in
+`param_dtype` (bf16 here), from 2.15 in the parameters' own dtype (fp32 here): the
+`reduce-dtype-default` claim check runs both (assets/checks/reduce_dtype_default.py). Set
+it explicitly, as here, to get fp32 on every release; `bf16-reduction` shows the check fails
+when the reduction is bf16.
 
 What the script checks, so you can see the policy at work:
 - inside forward, each Linear sees a bf16 weight (a forward pre-hook records it);

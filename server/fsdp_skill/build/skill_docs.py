@@ -31,12 +31,13 @@ from fsdp_skill.convert.markdown import plain_text
 from fsdp_skill.core.catalog import SkillDoc
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.markdown import markdown_parser
+from fsdp_skill.core.vocabulary import SKILL_PAGES
 from fsdp_skill.verify.patterns import PatternHeaderError, header_entries
 
 __all__ = ["SKILL_FILES", "skill_documents"]
 
 # The hand-written pages that become documents, relative to the repository root.
-SKILL_FILES = ("SKILL.md", "assets/tuning.md", "assets/traps.md")
+SKILL_FILES = SKILL_PAGES
 _CHECK_LINK = re.compile(r"\]\(((?:\.\./)*(?:assets/)?checks/[\w.-]+\.py)\)")
 _HTML_ID = re.compile(r"""<a\s+(?:id|name)=["']([^"']+)["']""")
 _FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)

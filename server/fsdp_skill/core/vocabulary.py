@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 __all__ = [
+    "SKILL_PAGES",
     "DOCUMENT_KINDS",
     "EXAMPLE_STATUSES",
     "MUTANT_STATUSES",
@@ -45,3 +46,7 @@ NOT_VERIFIED: NotVerified = "not verified"
 # What a caller may filter examples by (nested Literals flatten: the four statuses, then "not verified").
 StatusFilter = Literal[ExampleStatus, NotVerified]
 STATUS_FILTERS: tuple[StatusFilter, ...] = get_args(StatusFilter)
+
+# The skill's own hand-written pages: cut into search documents of kind "skill" at regenerate, and served by
+# read_reference (a skill result must open), relative to the repository root.
+SKILL_PAGES: tuple[str, ...] = ("SKILL.md", "assets/tuning.md", "assets/traps.md")

@@ -48,7 +48,7 @@ class Deprecation(BaseModel):
 class SearchResult(BaseModel):
     id: str = Field(
         description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', pattern name, "
-        "or a part of the skill's own pages 'SKILL.md#pitfall-3' / 'assets/tuning.md#anchor'."
+        "or a part of the skill's own pages 'SKILL.md#pitfall-3' / 'assets/traps.md#anchor'."
     )
     kind: DocumentKind
     title: str

@@ -154,7 +154,7 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=True)
     def read_reference(
         name: Annotated[str, Field(description="A file name from list_references, e.g. 'fsdp2.md', or a skill "
-                                   "result's 'SKILL.md' / 'assets/tuning.md'.")],
+                                   "result's page: 'SKILL.md', 'assets/traps.md', 'assets/tuning.md'.")],
         section: Annotated[
             str | None,
             Field(description="An anchor (from search results) to read only that section and its subsections."),

@@ -14,7 +14,7 @@ from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.limits import capped_name
 from fsdp_skill.core.paths import rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.quoting import QUOTE_LIMIT, clip, quote
-from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, STATUS_FILTERS
+from fsdp_skill.core.vocabulary import DOCUMENT_KINDS, NOT_VERIFIED, SKILL_PAGES, STATUS_FILTERS
 from fsdp_skill.search import semantic
 from fsdp_skill.search.index import DocsIndex
 from fsdp_skill.search.query import QueryError, resolve_prefix
@@ -59,8 +59,6 @@ class ToolInputError(UserError):
     """Input a tool cannot serve; the message tells the caller what to pass instead."""
 
 
-# The skill's own pages that search results of kind skill point at; read_reference serves them too.
-SKILL_PAGES = ("SKILL.md", "assets/tuning.md")
 
 
 def _closest(word: str, candidates: list[str], n: int = 8) -> list[str]:
