@@ -285,3 +285,13 @@ def test_failure_reason_is_the_first_failing_ranks_exception_not_a_peers_disconn
     # A chained traceback: the rank's last exception line.
     chained = "[rank1]: KeyError: 'x'\n[rank1]: During handling...\n[rank1]: RuntimeError: wrapped\n"
     assert failure_reason(chained, 1) == "RuntimeError: wrapped"
+
+
+def test_a_ranks_own_error_wins_over_a_disconnect_it_reports_later() -> None:
+    # Rank 1 asserts, then a collective in its cleanup reports rank 0 gone; rank 0 died without a Python error.
+    own = "[rank1]: AssertionError: (1, ['__0_0.distcp'])\n"
+    later = "[rank1]: RuntimeError: [../gloo/transport/tcp/pair.cc:561] Connection closed by peer [127.0.0.1]:2\n"
+    root = "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n  exitcode  : 1 (pid: 9)\n"
+    assert failure_reason(own + later + root, 1) == "AssertionError: (1, ['__0_0.distcp'])"
+    # A real exception after an earlier disconnect is still the rank's last word.
+    assert failure_reason(later + "[rank1]: ValueError: late\n", 1) == "ValueError: late"

@@ -5,7 +5,7 @@ title: DDP with the Join context manager for uneven inputs across ranks
 world_size: 2
 requires: stated-ranks
 tags: ddp, DistributedDataParallel, Join, uneven inputs, join, hang, data parallel, training
-mutant: no-join: `with Join([model]):  # without this` -> `if True:  # without this`
+mutant: no-join: `with Join([model]):  # without this` -> `if True:  # without this` => RuntimeError
 mutant: divide-by-active-ranks: `with Join([model]):  # without this` -> `with Join([model], divide_by_initial_world_size=False):  # without this`
 
 When ranks get different numbers of batches, plain DDP breaks: the rank that runs out

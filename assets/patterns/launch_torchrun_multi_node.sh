@@ -6,7 +6,7 @@
 # requires:
 # tags: torchrun, launch, multi-node, rendezvous, rdzv-backend, c10d, MASTER_ADDR, NCCL_SOCKET_IFNAME, elastic
 # launch: NNODES=2 NPROC_PER_NODE=8 MASTER_ADDR=node0 MASTER_PORT=29500 bash assets/patterns/launch_torchrun_multi_node.sh
-# mutant: a-node-missing: `--nnodes "$NNODES" \` -> `--nnodes "$((NNODES + 1))" \`
+# mutant: a-node-missing: `--nnodes "$NNODES" \` -> `--nnodes "$((NNODES + 1))" \` => RendezvousTimeoutError
 #
 # Run the same command on every node. The c10d rendezvous on MASTER_ADDR:MASTER_PORT
 # (any one node, reachable from all) assigns node ranks, so nodes may start in any
@@ -18,9 +18,8 @@
 #   NNODES=2 NPROC_PER_NODE=8 MASTER_ADDR=node0.example MASTER_PORT=29500 SCRIPT=train.py \
 #     bash launch_torchrun_multi_node.sh [script args]
 # If fewer nodes start than --nnodes says, the ones that did wait in the rendezvous up to the join
-# timeout (600 s by default, torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:144 in
-# torch 2.13; `--rdzv-conf join_timeout=N` changes it) and then fail: the a-node-missing mutant,
-# whose check run is killed at its own timeout first.
+# timeout (JOIN_TIMEOUT, torchrun's default 600 s) and then fail with RendezvousTimeoutError: the
+# a-node-missing mutant (its run sets JOIN_TIMEOUT=30).
 # Elastic: NNODES=1:4 lets 1 to 4 nodes join; MAX_RESTARTS=3 restarts workers after a failure
 # (the script must then resume from its latest checkpoint).
 set -euo pipefail
@@ -33,6 +32,7 @@ NNODES="${NNODES:-2}"
 NPROC_PER_NODE="${NPROC_PER_NODE:-8}"
 RDZV_ID="${RDZV_ID:-fsdp-$(date +%Y%m%d)}"
 MAX_RESTARTS="${MAX_RESTARTS:-0}"
+JOIN_TIMEOUT="${JOIN_TIMEOUT:-600}"  # seconds the nodes that came wait for the rest before failing
 
 # NCCL over the right network: uncomment and adapt when nodes have several interfaces.
 # export NCCL_SOCKET_IFNAME=eth0       # interface for bootstrap/socket traffic
@@ -46,5 +46,6 @@ exec torchrun \
     --rdzv-id "$RDZV_ID" \
     --rdzv-backend c10d \
     --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" \
+    --rdzv-conf "join_timeout=$JOIN_TIMEOUT" \
     --max-restarts "$MAX_RESTARTS" \
     "$SCRIPT" "$@"

@@ -5,7 +5,7 @@
 # world_size: 2
 # requires:
 # tags: torchrun, launch, standalone, nproc-per-node, single node, OMP_NUM_THREADS, LOCAL_RANK
-# mutant: nnodes-not-one: `--nnodes 1 \` -> `--nnodes 2 \`
+# mutant: nnodes-not-one: `--nnodes 1 \` -> `--nnodes 2 \` => RendezvousTimeoutError
 #
 # One machine, one process per GPU (or N CPU processes with gloo). `--standalone`
 # starts a local rendezvous on a free port, so no MASTER_ADDR/MASTER_PORT is needed.
@@ -13,9 +13,8 @@
 # worker; the script only calls init_process_group() and picks cuda:LOCAL_RANK.
 #
 # Keep --nnodes 1: with --nnodes 2 this one node waits in the rendezvous for a second that never
-# comes, up to torchrun's join timeout (600 s by default,
-# torch/distributed/elastic/rendezvous/dynamic_rendezvous.py:144 in torch 2.13), and then fails.
-# (The nnodes-not-one mutant: the check run is killed at its own timeout first.)
+# comes, up to the join timeout (JOIN_TIMEOUT, torchrun's default 600 s), and then fails with
+# RendezvousTimeoutError: the nnodes-not-one mutant (its run sets JOIN_TIMEOUT=30).
 #
 # Usage: NPROC_PER_NODE=8 SCRIPT=train.py bash launch_torchrun_single_node.sh [script args]
 # Defaults: one rank per visible GPU (2 on a CPU-only machine), the fsdp2-training pattern.
@@ -30,9 +29,11 @@ if [[ -z "${NPROC_PER_NODE:-}" ]]; then
 fi
 # Unset, torchrun prints a warning and uses 1: set it to (cores per node / ranks) for CPU-heavy work.
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+JOIN_TIMEOUT="${JOIN_TIMEOUT:-600}"  # seconds a rendezvous waits for its nodes before failing
 
 exec torchrun \
     --standalone \
+    --rdzv-conf "join_timeout=$JOIN_TIMEOUT" \
     --nnodes 1 \
     --nproc-per-node "$NPROC_PER_NODE" \
     "$SCRIPT" "$@"

@@ -6,6 +6,7 @@ world_size: 2
 requires:
 tags: fsdp2, fully_shard, MixedPrecisionPolicy, bf16, bfloat16, param_dtype, reduce_dtype, output_dtype, training
 mutant: bf16-reduction: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)`
+mutant: bf16-output: `param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=torch.float32` -> `param_dtype=torch.bfloat16, reduce_dtype=torch.float32`
 mutant: fp32-compute: `block_policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16,` -> `block_policy = MixedPrecisionPolicy(param_dtype=torch.float32,`; `param_dtype=torch.bfloat16, reduce_dtype=torch.float32, output_dtype=torch.float32` -> `param_dtype=torch.float32, reduce_dtype=torch.float32, output_dtype=torch.float32`
 
 `MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)` makes

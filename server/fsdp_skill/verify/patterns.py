@@ -317,13 +317,18 @@ _RANK_OF = re.compile(r"^\[(?:rank|default)(\d+)\]:")
 
 
 def rank_exceptions(output: str) -> list[tuple[int | None, str]]:
-    """Each rank's last exception line, ranks in the order they first raised; None for unprefixed lines."""
+    """Each rank's last exception line, ranks in the order they first raised; None for unprefixed lines.
+
+    A rank's own error wins over a peer's disconnect it reported later (an assertion, then "Connection closed by
+    peer" from a collective in its cleanup): the later line only says that another rank went away."""
     last: dict[int | None, str] = {}
     for raw in output.splitlines():
         prefix = _RANK_OF.match(raw)
         line = _RANK_PREFIX.sub("", raw).strip()
         if _ERROR_LINE.match(line) and "ChildFailedError" not in line:
-            last[int(prefix.group(1)) if prefix else None] = line
+            rank = int(prefix.group(1)) if prefix else None
+            if rank not in last or not _PEER_LOST.search(line) or _PEER_LOST.search(last[rank]):
+                last[rank] = line
     return list(last.items())
 
 
@@ -476,6 +481,9 @@ def _run_launcher(command: list[str], world_size: int, backend: str, timeout: fl
             OMP_NUM_THREADS=env.get("OMP_NUM_THREADS", "1"),  # also silences torchrun's banner
             NPROC_PER_NODE=str(world_size),
             NNODES="1",
+            # A rendezvous that waits for a node that never comes (the launch templates' mutants) then fails by
+            # torchrun's own RendezvousTimeoutError, well inside the run's timeout (torchrun's default is 600 s).
+            JOIN_TIMEOUT=env.get("JOIN_TIMEOUT", "30"),
             MASTER_ADDR="127.0.0.1",
             MASTER_PORT=str(_free_port()),
             PATH=f"{_torchrun_shim(Path(scratch))}{os.pathsep}{env.get('PATH', '')}",
