@@ -20,8 +20,8 @@ Why each step:
   modules in the same FSDP unit (here the root): FSDP2 then shards the one shared
   parameter once; tying after sharding would tie a DTensor to a module FSDP never sees.
 - `to_empty` first, for the buffers: without it set_model_state_dict still fills the parameters
-  (and, from 2.15, persistent buffers; earlier they stay on meta), but a non-persistent buffer is
-  in no state dict and stays on meta (assets/checks/load_into_meta_without_to_empty.py).
+  and the persistent buffers, but a non-persistent buffer is in no state dict and stays on meta
+  (assets/checks/load_into_meta_without_to_empty.py; its rows in references/verification-releases.md).
 - broadcast_from_rank0: the other ranks pass an empty dict; no rank but 0 reads the
   file, and no rank but 0 holds the full weights (rank 0 holds them once, on CPU).
 - non-persistent buffers are not in a state dict: recompute them after loading (see
