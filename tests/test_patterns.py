@@ -295,3 +295,11 @@ def test_a_ranks_own_error_wins_over_a_disconnect_it_reports_later() -> None:
     assert failure_reason(own + later + root, 1) == "AssertionError: (1, ['__0_0.distcp'])"
     # A real exception after an earlier disconnect is still the rank's last word.
     assert failure_reason(later + "[rank1]: ValueError: late\n", 1) == "ValueError: late"
+
+
+def test_a_skip_reason_is_one_ranks_line_when_two_ranks_wrote_into_one() -> None:
+    from fsdp_skill.verify.patterns import SKIP_MARKER, _skip_marker
+
+    once = f"{SKIP_MARKER} new in 2.15 (torch 2.13.0+cpu)"
+    assert _skip_marker(once + once + "\n") == "new in 2.15 (torch 2.13.0+cpu)"
+    assert _skip_marker(f"[0]:{once}\n[1]:{once}\n") == "new in 2.15 (torch 2.13.0+cpu)"

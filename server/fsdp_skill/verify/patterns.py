@@ -464,6 +464,7 @@ def _skip_marker(output: str) -> str | None:
     for line in output.splitlines():
         head, _, reason = line.partition(SKIP_MARKER)
         if _ and not head.strip(" []0-9:"):  # torchrun may prefix a rank tag like "[0]:"
+            reason = reason.partition(SKIP_MARKER)[0]  # two ranks' markers written into one line
             return reason.strip() or "skipped by the check on this torch"
     return None
 
