@@ -1,10 +1,10 @@
 """
 name: fsdp1-cpu-offload-state-dict
-claim: On a CPU-only run with a CPU build of torch (ran: 2.13.0+cpu), an FSDP1 full state dict with offload_to_cpu=True raises on rank 0 ("setStorage ... out of bounds for storage of size 0"), and so does DCP's get_model_state_dict(full_state_dict=True, cpu_offload=True) on an FSDP1 model; offload_to_cpu=False, or get_model_state_dict(full_state_dict=True) without cpu_offload, return the weights. With the package registry's CUDA builds (ran: 2.14.1, 2.15.0) both offloading calls return the same weights.
+claim: On a CPU-only run before torch 2.14, an FSDP1 full state dict with offload_to_cpu=True raises on rank 0 ("setStorage ... out of bounds for storage of size 0"), and so does DCP's get_model_state_dict(full_state_dict=True, cpu_offload=True) on an FSDP1 model; offload_to_cpu=False, or get_model_state_dict(full_state_dict=True) without cpu_offload, return the weights. From 2.14 both offloading calls return the same weights.
 backs: pitfalls
 world_size: 2
 requires: stated-ranks
-mutant: raises-on-a-cuda-build-too: `RAISES = torch.version.cuda is None` -> `RAISES = torch.version.cuda is not None`
+mutant: raises-on-215-too: `RAISES = torch_release() < (2, 14)` -> `RAISES = torch_release() < (2, 16)`
 mutant: dcp-offload-kept-on-device: `v.device.type == "cpu" for v in dcp_offloaded.values()` -> `v.device.type == "meta" for v in dcp_offloaded.values()`
 mutant: offloaded-weights-differ: `offloaded = model.state_dict()` -> `offloaded = {k: v + 1 for k, v in model.state_dict().items()}`
 
@@ -14,8 +14,9 @@ storage; DCP's `get_model_state_dict(..., StateDictOptions(full_state_dict=True,
 on an FSDP1 model takes the same path and fails the same way (on a second model: a failed call
 leaves its model mid-unshard). The same call with offload_to_cpu=False, and
 `get_model_state_dict(..., StateDictOptions(full_state_dict=True))`, return equal weights on rank 0.
-With a CUDA build of torch (what `pip install torch` gives on Linux) both offloading calls return the
-weights, equal to the others, on the same CPU-only host: 2.14.1 and 2.15.0 ran so (the release matrix).
+From 2.14 both offloading calls return the weights, equal to the others, on the same CPU-only host.
+Which release, not which build: the registry's CUDA builds of 2.11.0 and 2.12.1 raised as 2.13.0+cpu
+did, its CUDA builds of 2.14.1 and 2.15.0 did not (the release matrix has each run).
 """
 
 import os
@@ -25,14 +26,13 @@ import warnings
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from _dist import init, say
+from _dist import init, say, torch_release
 from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import FullStateDictConfig, StateDictType
 from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
-# Which build, not which release: 2.13.0+cpu raised; the registry's CUDA builds of 2.14.1 and 2.15.0, on the same
-# CPU-only host, return the weights (the release matrix has each run).
-RAISES = torch.version.cuda is None
+# Which release, not which build: CUDA builds before 2.14 raised as 2.13.0+cpu did (the release matrix).
+RAISES = torch_release() < (2, 14)
 init()
 rank = dist.get_rank()
 warnings.simplefilter("ignore", FutureWarning)  # FSDP1's state_dict_type is deprecated in 2.13
@@ -66,6 +66,6 @@ elif rank == 0:
     assert dcp_offloaded.keys() == kept.keys() and all(v.device.type == "cpu" for v in dcp_offloaded.values())
     say(f"torch {torch.__version__}: offload_to_cpu=True and get_model_state_dict(full, cpu_offload) return the "
         f"{len(kept)} tensors on a CPU-only run, equal to offload_to_cpu=False")
-# Rank 0 left the state-dict call part way (a CPU build): leave without another collective.
+# Rank 0 left the state-dict call part way (before 2.14): leave without another collective.
 sys.stdout.flush()
 os._exit(0)
