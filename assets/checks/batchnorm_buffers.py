@@ -4,13 +4,13 @@ claim: FSDP2 does not synchronise BatchNorm's running statistics (per-rank buffe
 backs: pitfalls
 world_size: 2
 mutant: same-data: `manual_seed(dist.get_rank())` -> `manual_seed(0)`; ` + dist.get_rank()` -> ``
-mutant: no-buffer-sync: `dist.all_reduce(buffer, op=dist.ReduceOp.AVG)` -> `pass`
+mutant: no-buffer-sync: `dist.all_reduce(buffer)  # summed` -> `pass  # summed`
 mutant: bn-in-bf16: `MixedPrecisionPolicy(param_dtype=torch.float32, output_dtype` -> `MixedPrecisionPolicy(param_dtype=torch.bfloat16, output_dtype` => RuntimeError
 
 On 2 gloo ranks, each with its own data (shifted by its rank):
 - `fully_shard` shards BatchNorm's weight and bias but leaves `running_mean`/`running_var`
   plain per-rank buffers: after 3 training steps they differ between ranks, and so do the
-  eval-mode outputs for the same input. `dist.all_reduce(buffer, op=AVG)` on every rank
+  eval-mode outputs for the same input. `dist.all_reduce(buffer)` then `/= world_size` on every rank
   (before eval or saving) makes the eval outputs equal.
 - `nn.SyncBatchNorm` on CPU tensors raises ValueError ("expected input tensor to be on
   GPU ...").
@@ -60,7 +60,8 @@ with torch.no_grad():
     outs = everyones(model(probe))
 assert not torch.equal(outs[0], outs[1]), "eval outputs equal across ranks before syncing the buffers"
 for buffer in (bn.running_mean, bn.running_var):
-    dist.all_reduce(buffer, op=dist.ReduceOp.AVG)
+    dist.all_reduce(buffer)  # summed: ReduceOp.AVG on gloo needs torch 2.8 (2.7.1 raised, the release matrix)
+    buffer /= dist.get_world_size()
 with torch.no_grad():
     outs = everyones(model(probe))
 assert torch.equal(outs[0], outs[1]), "eval outputs differ after averaging the buffers"

@@ -1,26 +1,33 @@
 """
 name: cpu-offload-pin-memory
-claim: On a machine without a GPU, CPUOffloadPolicy() (pin_memory=True, the default) raises in fully_shard: "Found no NVIDIA driver on your system" with a CUDA build of torch (the package registry's Linux default), "Cannot access accelerator device" with a CPU build; CPUOffloadPolicy(pin_memory=False) trains on gloo with either.
+claim: On a machine without a GPU, CPUOffloadPolicy() (pin_memory=True, the default) raises in fully_shard: "Found no NVIDIA driver on your system" with a CUDA build of torch (the package registry's Linux default) from 2.9, "CPU device type not an accelerator" with one before 2.9, "Cannot access accelerator device" with a CPU build; CPUOffloadPolicy(pin_memory=False) trains on gloo with either.
 backs: pitfalls
 world_size: 2
 mutant: pinned-works-on-cpu: `fully_shard(Stack(), offload_policy=CPUOffloadPolicy())` -> `fully_shard(Stack(), offload_policy=CPUOffloadPolicy(pin_memory=False))`
-mutant: cpu-build-message-on-a-cuda-build: `PIN_ERROR = "Found no NVIDIA driver" if torch.version.cuda else "Cannot access accelerator device"` -> `PIN_ERROR = "Cannot access accelerator device" if torch.version.cuda else "Found no NVIDIA driver"`
+mutant: old-message-on-215: `elif torch_release() >= (2, 9):` -> `elif torch_release() >= (2, 16):`
+mutant: cpu-build-message-on-a-cuda-build: `if torch.version.cuda is None:` -> `if torch.version.cuda is not None:`
 mutant: default-policy-on-root: `fully_shard(model, offload_policy=CPUOffloadPolicy(pin_memory=False))` -> `fully_shard(model, offload_policy=CPUOffloadPolicy())` => RuntimeError
 
 Pinning host memory needs an accelerator. Without one, only the default `pin_memory=True`
 fails, in `fully_shard` itself, and how depends on the build: a CUDA build (what `pip install torch`
 gives on Linux, on login nodes and CI runners too) asks the CUDA runtime and gets "Found no NVIDIA
-driver"; a CPU build says "Cannot access accelerator device". The release matrix runs both kinds; `CPUOffloadPolicy(pin_memory=False)` shards, trains and keeps the sharded
+driver" (from 2.9; 2.7.1 and 2.8.0 said "CPU device type not an accelerator."); a CPU build says "Cannot
+access accelerator device". The release matrix runs both kinds; `CPUOffloadPolicy(pin_memory=False)` shards, trains and keeps the sharded
 parameters and gradients on the CPU.
 """
 
 import torch
 import torch.nn as nn
-from _dist import Stack, batches, init, say, shutdown
+from _dist import Stack, batches, init, say, shutdown, torch_release
 from torch.distributed.fsdp import CPUOffloadPolicy, fully_shard
 
-# What pinning without an accelerator raises depends on the build, not on the release.
-PIN_ERROR = "Found no NVIDIA driver" if torch.version.cuda else "Cannot access accelerator device"
+# What pinning without an accelerator raises depends on the build, and on a CUDA build on the release.
+if torch.version.cuda is None:
+    PIN_ERROR = "Cannot access accelerator device"
+elif torch_release() >= (2, 9):
+    PIN_ERROR = "Found no NVIDIA driver"
+else:
+    PIN_ERROR = "CPU device type not an accelerator"
 init()
 if not torch.accelerator.is_available():
     try:
