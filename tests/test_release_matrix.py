@@ -167,8 +167,6 @@ def test_the_pins_release_is_in_the_matrix_and_none_of_its_rows_failed() -> None
     assert pin_rows and not [r["id"] for r in pin_rows if r["status"] == "failed"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 28: about 25-35 min per release on 2 cores; the releases not yet run "
-                   "are the ones verification-releases.md lacks (`fsdp-skill releases --run` resumes)")
 def test_the_committed_matrix_covers_every_release_for_every_check_and_pattern_of_the_report() -> None:
     missing = _missing_rows()
     assert not missing, f"{len(missing)} rows missing, e.g. {missing[:5]}: run `fsdp-skill releases --run`"

@@ -219,6 +219,11 @@ def test_a_pasted_error_message_finds_its_pitfall(
         ("ChildFailedError exitcode -9 SIGKILL no traceback", "assets/traps.md#26-"),
         ("FSDP2-wrapped module returned a view tensor. An in-place op on this view", "assets/traps.md#27-"),
         ("root parameters stay unsharded after a no_grad forward", "assets/traps.md#21-"),
+        ("AttributeError: 'Stream' object has no attribute 'record_event' in fully_shard forward on torch 2.6",
+         "assets/traps.md#28-"),
+        ("RuntimeError: Cannot use ReduceOp.AVG with Gloo", "assets/traps.md#28-"),
+        ("NotImplementedError: Operator aten.select.int does not have a sharding strategy registered",
+         "assets/traps.md#28-"),
     ],
 )
 @pytest.mark.parametrize("dense", [False, True], ids=["lexical", "semantic"])
