@@ -1,6 +1,6 @@
 """
 name: activation-checkpointing
-min_torch: 2.6
+min_torch: 2.7
 title: Activation checkpointing with FSDP2 (checkpoint_wrapper or torch.utils.checkpoint), gradients equal to without it
 world_size: 2
 requires:

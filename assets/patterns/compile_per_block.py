@@ -1,6 +1,6 @@
 """
 name: compile-per-block
-min_torch: 2.6
+min_torch: 2.8
 title: torch.compile per block with FSDP2 fully_shard, losses equal to eager
 world_size: 2
 requires:

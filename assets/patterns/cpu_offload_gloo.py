@@ -1,6 +1,6 @@
 """
 name: cpu-offload-gloo
-min_torch: 2.6
+min_torch: 2.9
 title: CPUOffloadPolicy(pin_memory=False) on CPU-only gloo, equal to training without offload
 world_size: 2
 requires: gloo

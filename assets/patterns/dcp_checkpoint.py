@@ -1,6 +1,6 @@
 """
 name: dcp-checkpoint
-min_torch: 2.6
+min_torch: 2.8
 title: Sharded checkpoint save/load with torch.distributed.checkpoint (DCP), loaded at the same and at another world size, plus a full state dict for inference
 world_size: 2
 requires:

@@ -1,6 +1,6 @@
 """
 name: dcp-resume
-min_torch: 2.6
+min_torch: 2.8
 title: Resume training from a DCP checkpoint in a new process (model, optimizer, LR scheduler, step, sampler, RNG), at the same or another world size
 world_size: 2
 requires:

@@ -1,6 +1,6 @@
 """
 name: ddp-join-uneven-inputs
-min_torch: 2.4
+min_torch: 2.6
 title: DDP with the Join context manager for uneven inputs across ranks
 world_size: 2
 requires: stated-ranks

@@ -1,6 +1,6 @@
 """
 name: debug-hangs
-min_torch: 2.4
+min_torch: 2.8
 title: Debugging hangs and collective mismatches (TORCH_DISTRIBUTED_DEBUG, monitored_barrier, NCCL_DEBUG, flight recorder)
 world_size: 2
 requires: stated-ranks

@@ -1,6 +1,6 @@
 """
 name: explicit-prefetching
-min_torch: 2.6
+min_torch: 2.8
 title: Explicit forward/backward prefetching with set_modules_to_forward_prefetch / set_modules_to_backward_prefetch
 world_size: 2
 requires:

@@ -1,6 +1,6 @@
 """
 name: frozen-params-lora
-min_torch: 2.6
+min_torch: 2.8
 title: Frozen parameters with FSDP2 (LoRA-style fine-tuning): train adapters, keep the base weights fixed
 world_size: 2
 requires:

@@ -1,6 +1,6 @@
 """
 name: fsdp1-to-fsdp2-migration
-min_torch: 2.8
+min_torch: 2.9
 title: FSDP1 -> FSDP2 migration map, argument by argument, checked side by side
 world_size: 2
 requires:

@@ -1,6 +1,6 @@
 """
 name: fsdp2-training
-min_torch: 2.7
+min_torch: 2.8
 title: FSDP2 training loop with meta-device init and init_weights
 world_size: 2
 requires:

@@ -1,6 +1,6 @@
 """
 name: gradient-accumulation
-min_torch: 2.6
+min_torch: 2.8
 title: Gradient accumulation without communication via set_requires_gradient_sync
 world_size: 2
 requires:

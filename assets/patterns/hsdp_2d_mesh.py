@@ -1,6 +1,6 @@
 """
 name: hsdp-2d-mesh
-min_torch: 2.7
+min_torch: 2.8
 title: HSDP (hybrid sharding) on a 2-D device mesh with fully_shard(mesh=...)
 world_size: 4
 requires: stated-ranks

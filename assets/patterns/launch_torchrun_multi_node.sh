@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # name: torchrun-multi-node
-# min_torch: 2.4
+# min_torch: 2.8
 # title: torchrun launch template for several nodes (c10d rendezvous)
 # world_size: 2
 # requires:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # name: torchrun-single-node
-# min_torch: 2.4
+# min_torch: 2.8
 # title: torchrun launch template for one node (--standalone)
 # world_size: 2
 # requires:

@@ -1,6 +1,6 @@
 """
 name: mixed-precision
-min_torch: 2.6
+min_torch: 2.8
 title: Mixed precision with MixedPrecisionPolicy (bf16 compute, fp32 master weights and reduction)
 world_size: 2
 requires:

@@ -1,6 +1,6 @@
 """
 name: pretrained-into-meta
-min_torch: 2.6
+min_torch: 2.7
 title: Load pretrained full weights into a meta-initialised FSDP2 model (tied embeddings, broadcast from rank 0)
 world_size: 2
 requires:

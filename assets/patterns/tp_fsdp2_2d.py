@@ -1,6 +1,6 @@
 """
 name: tp-fsdp2-2d
-min_torch: 2.7
+min_torch: 2.9
 title: Tensor parallel + FSDP2 on a 2-D mesh, with gradient clipping across the mixed meshes
 world_size: 4
 requires: stated-ranks
