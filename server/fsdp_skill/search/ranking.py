@@ -30,6 +30,7 @@ from fsdp_skill.core.vocabulary import DOCUMENT_KINDS
 from fsdp_skill.search import names, semantic
 from fsdp_skill.search.index import WORD_COLUMNS, DocRow, DocsIndex, best
 from fsdp_skill.search.query import ParsedQuery, QueryError, parse_query
+from fsdp_skill.search.release_words import RELEASE_KIND
 from fsdp_skill.search.snippets import make_snippet
 from fsdp_skill.search.vocabulary import vocabulary
 
@@ -39,10 +40,10 @@ POOL = 60
 # The skill's own parts (pitfalls, decision tables, recipe, tuning sections) at 0.85: they are short and name
 # many APIs, so at 1.0 a broad one (the decision table) displaced the precise answer (dev Recall@5 semantic
 # 0.962 -> 0.974 at 0.85, lexical MRR 0.838 -> 0.844, dev2 semantic MRR 0.710 -> 0.714; 0.7 lowered dev MRR).
-KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0, "skill": 0.85}
+KIND_PRIOR = {"section": 1.0, "api": 1.0, "example": 0.55, "pattern": 1.0, "skill": 0.85, "release": 1.0}
 # Among equal scores: the exact reference first, then the verified recipe, the skill's checked advice,
 # the prose, the bare code.
-KIND_ORDER = {"api": 0, "pattern": 1, "skill": 2, "section": 3, "example": 4}
+KIND_ORDER = {"api": 0, "pattern": 1, "skill": 2, "section": 3, "release": 4, "example": 5}
 SCORE_DECIMALS = 3  # what search_docs reports; ties are judged at that precision
 # The kinds of document a named symbol lifts (its entry and its examples; sections and patterns are
 # about topics, not one name), by 1 + the name's strength.
@@ -73,9 +74,16 @@ MESSAGE_WEIGHT = 0.5
 # at 0.03 dev unchanged, dev2 0.811 / 0.692; at 0.05 dev 0.974 / 0.903, dev2 0.811 / 0.684; at 0.07 dev 0.974 /
 # 0.909, dev2 0.803 / 0.689; at 0.1 dev 0.962 / 0.907 (held-out and agent unchanged throughout). The prototype
 # also let a Russian or Japanese question's translated words match parameters: ru/ja dev MRR 0.589 -> 0.561.
-# In lexical mode too (measured, not taken): dev lexical Recall@5 / MRR 0.962 / 0.847 -> 0.949 / 0.842, with
-# proximity as well 0.962 / 0.853 but held-out MRR 0.826 -> 0.816 (dev2 and agent rose either way).
-PARAMETER_WEIGHT = 0.05
+# Issue 31 measured it again with its agent dev set (14 questions that describe a setting without naming it)
+# and the release documents in the index, semantic: at 0 dev 0.974 / 0.891, agent dev 0.957 / 0.809 (its
+# parameter questions 0.929 / 0.647); 0.05 dev 0.987 / 0.905, dev2 0.788 / 0.686, agent dev 0.957 / 0.824
+# (0.929 / 0.685); 0.1 dev 0.987 / 0.909, dev2 0.795 / 0.680, agent dev 0.971 / 0.836 (1.000 / 0.696); 0.2 dev
+# 0.974 / 0.886, held-out MRR 0.920 -> 0.872. Taken: 0.1. In lexical mode too (LEXICAL_PARAMETERS), which
+# issue 21 had measured as a loss at 0.05 (dev 0.962 / 0.847 -> 0.949 / 0.842): now, at 0.1, lexical dev 0.949 /
+# 0.854 -> 0.974 / 0.851, held-out 1.000 / 0.803 -> 0.858, dev2 0.750 / 0.621 -> 0.773 / 0.626, agent dev
+# 0.957 / 0.771 -> 0.957 / 0.814. Its cost is one params_fts query (~0.25 ms): see `fsdp-skill bench search`.
+PARAMETER_WEIGHT = 0.1
+LEXICAL_PARAMETERS = True
 PROXIMITY_DISTANCE = 5
 # A query that asks for a variant module's property ("differentiable", "autograd": vocabulary.toml
 # [[variant]]) multiplies its entries' prior by this, at most back to 1: it undoes documents.SUPERSEDED_PRIOR.
@@ -150,6 +158,8 @@ def prior_of(key: tuple[str, str, str | None, str | None, float], parsed: Parsed
     and none below 1 for an entry the query names: "is set_reduce_scatter_divide_factor deprecated" asks for
     that entry, and at the deprecated prior it fell to rank 10 in semantic mode (no symbol boost there)."""
     prior, symbol = key[4], key[2]
+    if key[0] == RELEASE_KIND:
+        return 1.0 if parsed.asks_release else prior
     if prior < 1.0 and symbol and symbol == sole_named(parsed):
         return 1.0
     if parsed.variant_prefixes and symbol and symbol.startswith(parsed.variant_prefixes):
@@ -226,8 +236,8 @@ def lexical_ranking(
         add_message_matches(index, parsed, kind, scored, keys)
     if proximity:
         add_proximity(index, parsed, scored)
-        if kind in (None, "api") and not parsed.other_words:
-            add_parameter_matches(index, parsed, scored, keys)
+    if (proximity or LEXICAL_PARAMETERS) and kind in (None, "api") and not parsed.other_words:
+        add_parameter_matches(index, parsed, scored, keys)
     ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     return diversified(ranked, len(ranked), keys), keys
 
@@ -244,9 +254,9 @@ def add_parameter_matches(index: DocsIndex, parsed: ParsedQuery, scored: dict[in
     """Lift (or add) the API entries one of whose parameters the query describes ("average model weights every
     few steps" is PostLocalSGDOptimizer's `averager`, "A model averager instance …"): a parameter is a short
     row of its own in params_fts, so a long entry is not lost to bm25's length normalisation. Scaled to the
-    best candidate, like the message lift. Semantic mode only, as proximity (its query costs about 0.25 ms; lexical mode
-    has no room for it), and not for a question in another script: there the lexical terms are a few
-    translated words, weak evidence of one parameter."""
+    best candidate, like the message lift. In both modes since issue 31 (LEXICAL_PARAMETERS), but not for a
+    question in another script: there the lexical terms are a few translated words, weak evidence of one
+    parameter."""
     if scored:
         _add_scaled(index, index.parameter_matches(parsed.match_expression()), PARAMETER_WEIGHT, scored, keys)
 

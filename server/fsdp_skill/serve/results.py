@@ -48,7 +48,8 @@ class Deprecation(BaseModel):
 class SearchResult(BaseModel):
     id: str = Field(
         description="Section id 'file.md#anchor', API qualified name, example id 'symbol#N', pattern name, "
-        "or a part of the skill's own pages 'SKILL.md#pitfall-3' / 'assets/traps.md#anchor'."
+        "a part of the skill's own pages 'SKILL.md#pitfall-3' / 'assets/traps.md#anchor', or a release "
+        "'versions.md#torch-2141-against-2130'."
     )
     kind: DocumentKind
     title: str

@@ -106,15 +106,18 @@ def _add_reading_tools(server: MCPServer, box: Toolbox) -> None:
         limit: Annotated[int, Field(description=f"How many results, 1 to {MAX_LIMIT}.")] = 5,
         kind: Annotated[DocumentKind | None, Field(description="Only this kind of result; omit for all.")] = None,
     ) -> SearchResponse:
-        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns, and
-        the skill's own checked advice: SKILL.md pitfalls, decision tables and core recipe, tuning sections).
+        """Search the FSDP / torch.distributed docs (sections, API entries, runnable examples, patterns, the
+        skill's own checked advice: SKILL.md pitfalls, decision tables and core recipe, tuning sections, and
+        what each torch release changed).
 
         Understands API names whole or in parts (all_reduce, MixedPrecisionPolicy, TORCH_DISTRIBUTED_DEBUG),
-        aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO), parameter names, pasted error messages, and
-        questions in other languages (Russian, Japanese) when the semantic side is installed. kind: section,
-        api, example, pattern or skill. Each result has a short snippet; follow up with get_api(symbol) for
-        an API entry, read_reference(reference, section=anchor) for a section or a skill result,
-        get_example(id) or get_pattern(id).
+        aliases (dist.X, FSDP, FSDP2, DCP, HSDP, DDP, ZeRO), parameter names, a whole pasted traceback (its
+        error lines are matched against torch's messages; paths and rank prefixes are ignored), release
+        questions ("what did torch 2.14 add", "is X deprecated", "since which torch"; API entries carry a
+        History line), and questions in other languages (Russian, Japanese) when the semantic side is
+        installed. kind: section, api, example, pattern, skill or release. Each result has a short snippet;
+        follow up with get_api(symbol) for an API entry, read_reference(reference, section=anchor) for a
+        section, a skill or a release result, get_example(id) or get_pattern(id).
         """
         return _answer(lambda: box.search_docs(query, limit, kind))
 
