@@ -55,6 +55,19 @@ def test_the_scan_keeps_literal_messages_with_their_enclosing_function(torch_dir
     ]
 
 
+def test_the_scan_records_private_helpers_and_functions_called_by_their_bare_name(tmp_path: Path) -> None:
+    from fsdp_skill.build.torch_messages import scan_torch
+
+    (tmp_path / "torch" / "distributed").mkdir(parents=True)
+    (tmp_path / "torch" / "distributed" / "planner.py").write_text(
+        "def create_plan(x):\n    raise RuntimeError(f'Missing key in checkpoint state_dict: {x}.')\n\n"
+        "class Planner:\n    def create_local_plan(self):\n        self._check()\n        create_plan(1)\n"
+        "        self.other.method()\n        len([])\n", encoding="utf-8")
+    calls = scan_torch(tmp_path / "torch").calls
+    # `len` is recorded too: attach_messages keeps only names defined once in torch.distributed.
+    assert calls["torch.distributed.planner.Planner.create_local_plan"] == {"_check", "create_plan", "len"}
+
+
 def test_a_message_joins_the_skill_part_that_quotes_a_phrase_of_it(torch_dir: Path) -> None:
     def part(anchor: str, markdown: str) -> SkillDoc:
         return SkillDoc(id=f"SKILL.md#{anchor}", file="SKILL.md", anchor=anchor, title=anchor, section="Pitfalls",
@@ -75,6 +88,9 @@ def test_the_committed_catalog_joins_messages_to_entries_and_pitfalls() -> None:
     # Raised in the private helper FullyShardedDataParallel.__init__ calls (_init_device_handle): one hop.
     assert any("FSDP needs a non-CPU accelerator device" in text
                for text in entries["torch.distributed.fsdp.FullyShardedDataParallel"]["messages"])
+    # Raised in a public module-level function create_local_plan calls by its bare name, which is no API entry.
+    assert any("Missing key in checkpoint state_dict" in text for text in entries[
+        "torch.distributed.checkpoint.DefaultLoadPlanner.create_local_plan"]["messages"])
     parts = {doc["id"]: doc for doc in catalog.get("skill", [])}
     assert any("must have the same mesh" in text for text in parts["SKILL.md#pitfall-12"]["messages"])
 

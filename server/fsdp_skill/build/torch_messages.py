@@ -11,10 +11,11 @@ and keeps each message's literal text (an f-string's or a format's placeholders 
 then joins
 
 - the API entry whose function encloses it (its method, or the class's `__init__` for a class entry),
-  matched through the entry's definition path (`apidoc.introspect`), or a private helper that function
-  calls directly (`FullyShardedDataParallel.__init__` → `_init_device_handle` raises "FSDP needs a non-CPU
-  accelerator device"), when that helper's name is defined once in torch.distributed (one hop: deeper,
-  every entry would collect the messages of half the package);
+  matched through the entry's definition path (`apidoc.introspect`), or a helper that function calls
+  directly (`FullyShardedDataParallel.__init__` → `_init_device_handle` raises "FSDP needs a non-CPU
+  accelerator device"; `DefaultLoadPlanner.create_local_plan` → `create_default_local_load_plan` raises
+  "Missing key in checkpoint state_dict"), when that helper's name is defined once in torch.distributed and
+  is no API entry itself (one hop: deeper, every entry would collect the messages of half the package);
 - every SKILL.md part (pitfall, …) that quotes part of it: the pitfall says "must have the same mesh",
   so the whole message, pasted with its other words, reaches it.
 
@@ -129,7 +130,11 @@ class _Visitor(ast.NodeVisitor):
         ):
             self._add(node.args[0], node.lineno)
         called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        if called.startswith("_") and not called.startswith("__") and self.scope:
+        # A private helper (self._init_x(), _check()), or a module-level function called by its bare name
+        # (`create_default_local_load_plan(...)`, which raises DefaultLoadPlanner's "Missing key in checkpoint
+        # state_dict"): attach_messages keeps those defined once and not themselves an API entry.
+        helper = called.startswith("_") and not called.startswith("__") or isinstance(func, ast.Name)
+        if helper and called and self.scope:
             self.calls.setdefault(".".join([self.module, *self.scope]), set()).add(called)
         self.generic_visit(node)
 
@@ -189,15 +194,19 @@ def attach_messages(
     defined: dict[str, list[str]] = {}
     for definition in sorted(set(by_definition) | set(calls or {})):
         defined.setdefault(definition.rsplit(".", 1)[-1], []).append(definition)
+    paths_of = {entry.qualified_name: _definitions(entry) for entry in api}
+    # A function that is an API entry of its own keeps its messages: init_process_group calling get_rank does
+    # not raise get_rank's errors as its own.
+    entry_paths = {path for paths in paths_of.values() for path in paths}
     for entry in api:
         own: list[str] = []
-        paths = _definitions(entry)
+        paths = paths_of[entry.qualified_name]
         for path in paths:
             own.extend(by_definition.get(path, []))
         for path in paths:
             for helper in sorted((calls or {}).get(path, ())):
                 places = defined.get(helper, [])
-                if len(places) == 1:
+                if len(places) == 1 and places[0] not in entry_paths:
                     own.extend(by_definition.get(places[0], []))
         entry.messages = list(dict.fromkeys(own))[:MAX_MESSAGES_PER_DOC]
     folded = [(_fold(text), text) for text in dict.fromkeys(every)]
