@@ -63,7 +63,7 @@ def test_statuses_are_listed_in_report_order_and_patterns_have_no_doc_bug() -> N
     assert EXAMPLE_STATUSES == ("passed", "passed-with-stand-ins", "doc-bug", "checked", "skipped", "failed")
     assert PATTERN_STATUSES == ("passed", "skipped", "failed")
     assert STATUS_FILTERS == (*EXAMPLE_STATUSES, "not verified")
-    assert DOCUMENT_KINDS == ("section", "api", "example", "pattern", "skill")
+    assert DOCUMENT_KINDS == ("section", "api", "example", "pattern", "skill", "release")
 
 
 def test_every_exception_class_the_package_defines_derives_from_the_one_root() -> None:

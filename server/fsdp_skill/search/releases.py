@@ -126,44 +126,38 @@ def _release_document(history: ApiHistory, release: str, previous: str) -> Docum
     )]
     blocks += [("text", f"{_CHANGE_WORDS[kind]} in {release} ({len(items)}): {_names(items, kind)}.")
                for kind, items in counts if items]
+    words = " ".join(["what changed new", *(_CHANGE_WORDS[kind].lower() for kind, items in counts if items)])
+    return _document(release, previous, f"what changed in torch.distributed (against {previous})", blocks, words,
+                     {kind: len(items) for kind, items in counts})
+
+
+def _document(release: str, previous: str | None, title: str, blocks: list[Block], words: str,
+              counts: dict[str, int]) -> Document:
+    """A release document: its anchor in versions.md, and the release's spellings as keys (release_term)."""
+    anchor = heading_anchor(release_heading(release, previous))
+    minor = ".".join(release.split(".")[:2])
     return Document(
         kind=RELEASE_KIND,
         id=f"{VERSIONS_FILE}#{anchor}",
-        title=f"torch {release}: what changed in torch.distributed (against {previous})",
+        title=f"torch {release}: {title}",
         symbol=None,
         reference=VERSIONS_FILE,
         anchor=anchor,
         url=None,
         blocks=blocks,
-        keys=f"torch {minor} {release} pytorch release version what changed new "
-             + " ".join(_CHANGE_WORDS[kind].lower() for kind, items in counts if items)
-             + f" {release_term(release)}",
+        keys=f"torch {minor} {release} pytorch release version {words} {release_term(release)}",
         body="\n\n".join(text for _, text in blocks),
-        payload={"release": release, "against": previous, "counts": {kind: len(items) for kind, items in counts}},
+        payload={"release": release, "against": previous, "counts": counts},
         prior=RELEASE_PRIOR,
     )
 
 
 def _oldest_document(release: str) -> Document:
-    anchor = heading_anchor(release_heading(release, None))
     minor = ".".join(release.split(".")[:2])
     text = (f"torch {release} (PyTorch {minor}) is the oldest release the API timeline reads: a name that exists "
             f"in it is listed \"since {minor}\" or \"in every release read\", whatever release added it before. "
             "api_history(name) gives one name's releases.")
-    return Document(
-        kind=RELEASE_KIND,
-        id=f"{VERSIONS_FILE}#{anchor}",
-        title=f"torch {release}: the oldest release read",
-        symbol=None,
-        reference=VERSIONS_FILE,
-        anchor=anchor,
-        url=None,
-        blocks=[("text", text)],
-        keys=f"torch {minor} {release} pytorch release version oldest {release_term(release)}",
-        body=text,
-        payload={"release": release, "against": None, "counts": {}},
-        prior=RELEASE_PRIOR,
-    )
+    return _document(release, None, "the oldest release read", [("text", text)], "oldest", {})
 
 
 def versions_anchors(text: str) -> list[tuple[str, str, str, int, int, str]]:
