@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.search import ranking
-from fsdp_skill.search.index import open_index, stale_reason
+from fsdp_skill.search.index import stale_reason
 from fsdp_skill.search.pasted import take_apart
 from fsdp_skill.search.query import MAX_QUERY_CHARS, QueryError, parse_query
 from fsdp_skill.search.release_words import RELEASE_KIND, RELEASE_PRIOR, asks_release, releases_named
@@ -27,15 +27,6 @@ TRACEBACK = """\
 [rank1]:     raise ValueError("trying to initialize the default process group twice!")
 [rank1]: ValueError: trying to initialize the default process group twice!
 It happens when my eval script calls main() a second time, how do I fix it?"""
-
-
-@pytest.fixture(scope="module")
-def committed_index():
-    if not (REPO / "references" / "index.sqlite").is_file():
-        pytest.skip("references/ has not been generated in this checkout")
-    idx = open_index(REPO, warn=lambda message: None)
-    yield idx
-    idx.close()
 
 
 def top(index, question: str, n: int = 5, use_dense: bool = True, kind: str | None = None) -> list[str]:
