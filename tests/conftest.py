@@ -1,4 +1,5 @@
 """Test-wide hooks and fixtures: tests marked `torch` skip, with that reason, where torch is not installed;
+`committed_index` opens the repository's index once for the session.
 
 The server, search, conversion and validation never need torch; regenerating, the runner and the
 patterns do. A checkout with only the package and the dev extra runs the first kind and lists the
