@@ -3,9 +3,10 @@ baseline measured in the same run.
 
 - Quality: Recall@1, Recall@5 and MRR@10 on every eval set of tests/eval/ (EVAL_SETS: dev, the dev
   held-out set that was tuned on, dev2, the frozen blind set, the Russian/Japanese set, the
-  mixed-language set, the agents' own searches, the agent-style dev and blind sets, each of those also per kind
-  of question; any other file too), for our search in the mode it runs in, lexically, and for plain BM25 (rank-bm25 over the same documents, lowercase word tokens, no
-  stemming, no field weights), all in the same run.
+  mixed-language set, the agents' own searches, the agent-style dev and blind sets, each of those also per
+  kind of question; any other file too), for our search in the mode it runs in, lexically, and for plain
+  BM25 (rank-bm25 over the same documents, lowercase word tokens, no stemming, no field weights), all in
+  the same run.
 - Latency: in-process `search_docs` (the tool function, snippets and models included) p50/p95/p99, in
   the mode it runs in and lexically, beside rank-bm25's scoring of the same queries. In semantic mode
   every call embeds its query (nothing cached between calls); the embedding's own time and the engine

