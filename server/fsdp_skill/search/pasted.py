@@ -36,7 +36,7 @@ _ERROR = re.compile(
 _SUMMARY = re.compile(r"^\s*(?P<key>exitcode|traceback|error_file|Root Cause[^:]*)\s*:\s*(?P<msg>.+)$")
 _DEBRIS = (
     re.compile(r"^\s*Traceback \(most recent call last\):\s*$"),
-    re.compile(r"^\s*[\^~\s]+$"),  # the caret markers under a frame's code
+    re.compile(r"^[\s^~]+$"),  # the caret markers under a frame's code (one class: no backtracking on spaces)
     re.compile(r"^\s*(?:During handling of the above exception|The above exception was the direct cause)"),
     re.compile(r"^\s*[=\-*]{8,}\s*$"),  # torchrun's summary rules
     re.compile(r"^\s*\[\d+\]:\s*$|^\s*(?:time|host|rank|local_rank)\s*:"),  # summary fields that name no error
