@@ -11,7 +11,7 @@ import pytest
 from fsdp_skill.search import ranking
 from fsdp_skill.search.index import stale_reason
 from fsdp_skill.search.pasted import take_apart
-from fsdp_skill.search.query import MAX_QUERY_CHARS, QueryError, parse_query
+from fsdp_skill.search.query import MAX_PASTE_CHARS, MAX_QUERY_CHARS, QueryError, parse_query
 from fsdp_skill.search.release_words import RELEASE_KIND, RELEASE_PRIOR, asks_release, releases_named
 
 REPO = Path(__file__).resolve().parents[1]
@@ -158,14 +158,18 @@ def test_a_pasted_traceback_finds_the_section_that_explains_its_error(committed_
                 "fsdp2.md#gradient-clipping-and-optimizer-with-dtensor"} & set(found[:3]), found
 
 
-def test_a_traceback_of_a_few_thousand_characters_is_accepted_and_a_huge_one_is_refused() -> None:
+def test_a_traceback_of_a_few_thousand_characters_is_accepted_and_a_long_question_or_huge_paste_is_refused() -> None:
     frames = "".join(f'  File "/usr/lib/python3.11/site-packages/torch/x{i}.py", line {i}, in f{i}\n    g()\n'
                      for i in range(60))
-    long = "Traceback (most recent call last):\n" + frames + "RuntimeError: Missing key: x."
-    assert 4000 < len(long) <= MAX_QUERY_CHARS
-    assert parse_query(long).errors == ["RuntimeError: Missing key: x."]
-    with pytest.raises(QueryError, match="the limit is"):
-        parse_query("x " * MAX_QUERY_CHARS)
+    long = "Traceback (most recent call last):\n" + frames + "RuntimeError: Missing key: x.\n" + "why? " * 400
+    assert MAX_QUERY_CHARS < 4000 < len(long) <= MAX_PASTE_CHARS
+    parsed = parse_query(long)
+    # What is read: the error line first, then the prose, cut at MAX_QUERY_CHARS.
+    assert parsed.errors == ["RuntimeError: Missing key: x."] and len(parsed.normalized) == MAX_QUERY_CHARS
+    with pytest.raises(QueryError, match="the limit is 1000 for a question"):
+        parse_query("как сохранить чекпоинт " * 60)
+    with pytest.raises(QueryError, match="the limit is 8000 for a pasted traceback"):
+        parse_query("ValueError: x\n" + "x " * MAX_PASTE_CHARS)
 
 
 # ---------------------------------------------------------------- parameters described in other words

@@ -31,8 +31,11 @@ from fsdp_skill.search.pasted import take_apart
 from fsdp_skill.search.release_words import asks_release, releases_named
 from fsdp_skill.search.vocabulary import vocabulary
 
-# A pasted traceback runs to a few thousand characters; what search reads of it is its error lines and prose.
-MAX_QUERY_CHARS = 8000
+# A question is read whole up to MAX_QUERY_CHARS. A pasted traceback runs to a few thousand characters, so it
+# may be up to MAX_PASTE_CHARS: what search reads of it is its error lines, then its prose, cut at
+# MAX_QUERY_CHARS (every word read costs: 8,000 characters of Russian took 0.5 s to translate and rank).
+MAX_QUERY_CHARS = 1000
+MAX_PASTE_CHARS = 8000
 
 # `all-gather`, `reduce-scatter`, `meta-device`: the hyphenated spelling of an identifier.
 _HYPHENATED = re.compile(r"\b[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+\b")
@@ -64,7 +67,12 @@ def parse_query(text: str, names: NameTable | None = None) -> ParsedQuery:
     # frames and prefixes are not words of the question.
     pasted = take_apart(normalized)
     if pasted is not None:
-        normalized = pasted.text
+        normalized = pasted.text[:MAX_QUERY_CHARS]
+    elif len(normalized) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(text)} characters; the limit is {MAX_QUERY_CHARS} for a question ({MAX_PASTE_CHARS} "
+            "for a pasted traceback or warning, whose error lines are read): shorten it to the key words or API names"
+        )
     parsed = ParsedQuery(text=text, normalized=normalized, language=script_of(normalized))
     parsed.errors = list(pasted.errors) if pasted else []
     terms = _TermBuilder(parsed)
@@ -163,10 +171,10 @@ def foreign_words(text: str) -> list[str]:
 def _validated(text: str) -> str:
     if not text or not text.strip():
         raise QueryError("the query is empty: pass a few words or an API name, e.g. 'fully_shard mixed precision'")
-    if len(text) > MAX_QUERY_CHARS:
+    if len(text) > MAX_PASTE_CHARS:
         raise QueryError(
-            f"the query is {len(text)} characters; the limit is {MAX_QUERY_CHARS}: "
-            "shorten it to the key words or API names"
+            f"the query is {len(text)} characters; the limit is {MAX_PASTE_CHARS} for a pasted traceback and "
+            f"{MAX_QUERY_CHARS} for a question: shorten it to the error lines, or to the key words or API names"
         )
     return unicodedata.normalize("NFKC", text)
 
