@@ -160,18 +160,6 @@ def test_anchor_text_keeps_sentences_naming_one_or_two_apis_in_code_and_drops_li
     assert len(many["torch.distributed.barrier"]) == anchors.MAX_ANCHORS_PER_API
 
 
-@pytest.fixture(scope="module")
-def committed_index():
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    if not (root / "references" / "index.sqlite").is_file():
-        pytest.skip("references/ has not been generated in this checkout")
-    idx = open_index(root, warn=lambda message: None)
-    yield idx
-    idx.close()
-
-
 def test_variant_modules_rank_at_the_superseded_prior_until_the_query_asks_for_the_variant(
     committed_index, monkeypatch
 ) -> None:
