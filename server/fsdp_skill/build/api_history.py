@@ -28,12 +28,14 @@ from typing import Any
 
 from fsdp_skill.core.api_history import (
     HISTORY_FILE,
+    VERSIONS_FILE,
     ApiHistory,
     Changes,
     DeprecationSpan,
     NameHistory,
     SignatureChange,
     dump_history,
+    release_heading,
     release_key,
     what_changed,
 )
@@ -41,7 +43,6 @@ from fsdp_skill.upstream.releases import load_release_facts
 
 __all__ = ["VERSIONS_FILE", "build_history", "history_files", "render_versions", "timeline"]
 
-VERSIONS_FILE = "versions.md"
 MEMBER_KINDS = ("method", "property", "classmethod", "staticmethod")
 MAX_ALIASES = 12
 SCOPE = ("torch.distributed", "torch.utils.checkpoint")
@@ -253,10 +254,10 @@ def render_versions(history: ApiHistory) -> str:
     ]
     for older, newer in reversed(list(zip(releases, releases[1:], strict=False))):
         changes = what_changed(history, older, newer)
-        lines += ["", f"## torch {newer} (against {older})"]
+        lines += ["", f"## {release_heading(newer, older)}"]
         lines += _section(changes)
-    lines += ["", f"## torch {releases[0]}", "", "The oldest release read: every name in it is where the timeline "
-              "starts."]
+    lines += ["", f"## {release_heading(releases[0], None)}", "",
+              "The oldest release read: every name in it is where the timeline starts."]
     return "\n".join(lines) + "\n"
 
 

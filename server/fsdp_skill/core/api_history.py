@@ -26,6 +26,7 @@ __all__ = [
     "AREAS",
     "CHANGE_KINDS",
     "HISTORY_FILE",
+    "VERSIONS_FILE",
     "ApiHistory",
     "Change",
     "Changes",
@@ -37,6 +38,7 @@ __all__ = [
     "dump_history",
     "load_history",
     "normalize_release",
+    "release_heading",
     "release_key",
     "short_name_matches",
     "since_line",
@@ -44,6 +46,7 @@ __all__ = [
 ]
 
 HISTORY_FILE = "api-history.json"
+VERSIONS_FILE = "versions.md"  # the timeline as markdown, a section per release (build.api_history writes it)
 # The kinds of change what_changed reports, in the order they are shown.
 CHANGE_KINDS = ("added", "deprecated", "undeprecated", "removed", "moved", "signature_changed")
 SCHEMA = 1
@@ -147,6 +150,11 @@ class Changes(_Model):
 
 
 # --- releases -------------------------------------------------------------------------------------------
+
+
+def release_heading(release: str, previous: str | None) -> str:
+    """versions.md's heading of a release: what the search's release documents take their anchor from."""
+    return f"torch {release} (against {previous})" if previous else f"torch {release}"
 
 
 def release_key(release: str) -> tuple[int, ...]:

@@ -96,7 +96,7 @@ CREATE TABLE param_docs(rowid INTEGER PRIMARY KEY, doc INTEGER NOT NULL);
 
 
 # The files of references/ the release documents and history lines are made from (search/releases.py).
-TIMELINE_FILES = ("api-history.json", "versions.md")
+TIMELINE_FILES = ("api-history.json", "versions.md")  # core.api_history's HISTORY_FILE and VERSIONS_FILE
 
 # Leading verbs of API names that users leave out when they describe what they want.
 NAME_VERBS = frozenset({"get", "is", "has"})
@@ -191,16 +191,10 @@ def build_index(
 
 def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path, timeline: Path) -> list[Document]:
     # Imported here: serving never builds (unless the index is stale), so it never pays for these.
+    from fsdp_skill.core.api_history import HISTORY_FILE, VERSIONS_FILE
     from fsdp_skill.core.catalog import dump_catalog
     from fsdp_skill.search.documents import api_names, catalog_documents, glued_names, short_name
-    from fsdp_skill.search.releases import (
-        VERSIONS_FILE,
-        history_lines,
-        history_path,
-        load_timeline,
-        release_documents,
-        versions_anchors,
-    )
+    from fsdp_skill.search.releases import history_lines, load_timeline, release_documents, versions_anchors
 
     pattern_files = [p.file for p in catalog.patterns]
     meta = {
@@ -214,7 +208,7 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path, time
     }
     conn.executemany("INSERT INTO meta VALUES (?, ?)", sorted(meta.items()))
 
-    history = load_timeline(history_path(timeline))
+    history = load_timeline(timeline / HISTORY_FILE)
     documents = catalog_documents(catalog, root, history_lines(history)) + release_documents(history)
     for rowid, doc in enumerate(documents, start=1):
         conn.execute(

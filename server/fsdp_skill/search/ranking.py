@@ -78,12 +78,11 @@ MESSAGE_WEIGHT = 0.5
 # and the release documents in the index, semantic: at 0 dev 0.974 / 0.891, agent dev 0.957 / 0.809 (its
 # parameter questions 0.929 / 0.647); 0.05 dev 0.987 / 0.905, dev2 0.788 / 0.686, agent dev 0.957 / 0.824
 # (0.929 / 0.685); 0.1 dev 0.987 / 0.909, dev2 0.795 / 0.680, agent dev 0.971 / 0.836 (1.000 / 0.696); 0.2 dev
-# 0.974 / 0.886, held-out MRR 0.920 -> 0.872. Taken: 0.1. In lexical mode too (LEXICAL_PARAMETERS), which
+# 0.974 / 0.886, held-out MRR 0.920 -> 0.872. Taken: 0.1. In lexical mode too (no longer only with proximity), which
 # issue 21 had measured as a loss at 0.05 (dev 0.962 / 0.847 -> 0.949 / 0.842): now, at 0.1, lexical dev 0.949 /
 # 0.854 -> 0.974 / 0.851, held-out 1.000 / 0.803 -> 0.858, dev2 0.750 / 0.621 -> 0.773 / 0.626, agent dev
 # 0.957 / 0.771 -> 0.957 / 0.814. Its cost is one params_fts query (~0.25 ms): see `fsdp-skill bench search`.
 PARAMETER_WEIGHT = 0.1
-LEXICAL_PARAMETERS = True
 PROXIMITY_DISTANCE = 5
 # A query that asks for a variant module's property ("differentiable", "autograd": vocabulary.toml
 # [[variant]]) multiplies its entries' prior by this, at most back to 1: it undoes documents.SUPERSEDED_PRIOR.
@@ -236,7 +235,7 @@ def lexical_ranking(
         add_message_matches(index, parsed, kind, scored, keys)
     if proximity:
         add_proximity(index, parsed, scored)
-    if (proximity or LEXICAL_PARAMETERS) and kind in (None, "api") and not parsed.other_words:
+    if kind in (None, "api") and not parsed.other_words:
         add_parameter_matches(index, parsed, scored, keys)
     ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
     return diversified(ranked, len(ranked), keys), keys
@@ -254,7 +253,7 @@ def add_parameter_matches(index: DocsIndex, parsed: ParsedQuery, scored: dict[in
     """Lift (or add) the API entries one of whose parameters the query describes ("average model weights every
     few steps" is PostLocalSGDOptimizer's `averager`, "A model averager instance …"): a parameter is a short
     row of its own in params_fts, so a long entry is not lost to bm25's length normalisation. Scaled to the
-    best candidate, like the message lift. In both modes since issue 31 (LEXICAL_PARAMETERS), but not for a
+    best candidate, like the message lift. In both modes since issue 31, but not for a
     question in another script: there the lexical terms are a few translated words, weak evidence of one
     parameter."""
     if scored:

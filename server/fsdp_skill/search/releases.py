@@ -25,10 +25,11 @@ from pathlib import Path
 
 from fsdp_skill.core.api_history import (
     CHANGE_KINDS,
-    HISTORY_FILE,
+    VERSIONS_FILE,
     ApiHistory,
     Change,
     load_history,
+    release_heading,
     release_key,
     since_line,
     what_changed,
@@ -38,7 +39,6 @@ from fsdp_skill.search.documents import Document
 from fsdp_skill.search.release_words import HISTORY_LEAD, RELEASE_KIND, RELEASE_PRIOR, release_term
 from fsdp_skill.search.snippets import Block
 
-VERSIONS_FILE = "versions.md"  # build.api_history writes it; the search stage cannot import the build stage
 # Names listed per kind of change in a release document; the rest are counted ("and 61 more"): the body
 # stays a few thousand characters, and what_changed / versions.md have the full lists.
 MAX_NAMES = 30
@@ -57,11 +57,6 @@ def heading_anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
-def release_heading(release: str, previous: str | None) -> str:
-    """versions.md's heading of a release (build.api_history.render_versions writes the same words)."""
-    return f"torch {release} (against {previous})" if previous else f"torch {release}"
-
-
 def load_timeline(path: Path) -> ApiHistory | None:
     """The timeline at `path`, or None when there is none (a catalog built without the release sources)."""
     if not path.is_file():
@@ -70,10 +65,6 @@ def load_timeline(path: Path) -> ApiHistory | None:
         return load_history(path)
     except UserError:
         return None
-
-
-def history_path(references: Path) -> Path:
-    return references / HISTORY_FILE
 
 
 def history_lines(history: ApiHistory | None) -> dict[str, str]:
