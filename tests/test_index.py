@@ -15,13 +15,13 @@ import pytest
 from fsdp_skill.core.catalog import Section, save_catalog
 from fsdp_skill.search import ranking as search_module
 from fsdp_skill.search.documents import split_pattern_source
+from fsdp_skill.search.freshness import stale_reason
 from fsdp_skill.search.index import (
     DocsIndex,
     IndexUnavailable,
     build_index,
     index_content_digest,
     open_index,
-    stale_reason,
 )
 from fsdp_skill.search.names import named_symbols, prose_names
 from fsdp_skill.search.query import QueryError, identifier_parts, parse_query
@@ -780,3 +780,53 @@ def test_proximity_runs_only_in_a_search_fused_with_the_dense_side(committed_ind
         pytest.skip(f"the fused case needs the semantic side: {committed_index.search_mode}")
     ranking.search(committed_index, query)
     assert len(calls) == 1
+
+
+FLOOR_QUERIES = [
+    "torch.distributed all_gather_into_tensor one output tensor per rank",
+    "how do I use torch.distributed.checkpoint to save a sharded model",
+    "python objects broadcast from one rank in torch distributed",
+    "using distributed data parallel with one process per GPU",
+]
+
+
+def test_floor_words_are_the_words_bm25_gives_its_floor_idf_and_no_other(committed_index) -> None:
+    from fsdp_skill.search.index import WORD_COLUMNS
+
+    conn = sqlite3.connect(committed_index.path)
+    total = conn.execute("SELECT count(*) FROM docs").fetchone()[0]
+
+    def matched(word: str) -> int:
+        query = "SELECT count(*) FROM docs_fts WHERE docs_fts MATCH ?"
+        return conn.execute(query, (f'{WORD_COLUMNS} : "{word}"',)).fetchone()[0]
+
+    floor = committed_index.floor_words
+    assert {"torch", "distributed", "use"} <= floor
+    assert all(2 * matched(word) >= total for word in floor)
+    # Common words below half keep an idf that ranks: they must be scored.
+    for word in ("rank", "tensor", "process", "all", "model", "gradient"):
+        assert word not in floor and 2 * matched(word) < total
+
+
+@pytest.mark.parametrize("query", FLOOR_QUERIES)
+def test_leaving_floor_words_out_keeps_the_pool_and_its_scores(committed_index, query: str) -> None:
+    from fsdp_skill.search.index import WORD_COLUMNS, best
+    from fsdp_skill.search.ranking import POOL, informative_match
+
+    parsed = parse_query(query, committed_index)
+    assert committed_index.floor_words.intersection(parsed.terms), "the query must hold a floor word to test this"
+    whole = committed_index.matching(f"{WORD_COLUMNS} : ({parsed.match_expression()})")
+    informative = informative_match(committed_index, parsed, None)
+    assert len(informative) < len(whole)  # the floor words' own documents were not scored
+    kept, expected = best(informative, POOL), best(whole, POOL)
+    assert [rowid for rowid, _ in kept] == [rowid for rowid, _ in expected]
+    assert all(abs(a - b) < 1e-4 for (_, a), (_, b) in zip(kept, expected, strict=True))
+
+
+def test_a_query_whose_other_words_match_too_little_is_scored_whole(committed_index) -> None:
+    from fsdp_skill.search.index import WORD_COLUMNS
+    from fsdp_skill.search.ranking import informative_match
+
+    parsed = parse_query("torch distributed zqxjkvw", committed_index)
+    whole = committed_index.matching(f"{WORD_COLUMNS} : ({parsed.match_expression()})")
+    assert whole and informative_match(committed_index, parsed, None) == whole

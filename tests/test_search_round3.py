@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fsdp_skill.search import ranking
-from fsdp_skill.search.index import stale_reason
+from fsdp_skill.search.freshness import stale_reason
 from fsdp_skill.search.pasted import take_apart
 from fsdp_skill.search.query import MAX_PASTE_CHARS, MAX_QUERY_CHARS, QueryError, parse_query
 from fsdp_skill.search.release_words import RELEASE_KIND, RELEASE_PRIOR, asks_release, releases_named

@@ -41,7 +41,8 @@ from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import references_dir, repo_root, writable_root
 from fsdp_skill.core.scratch import LEFTOVER_ADVICE, data_leftovers, make_scratch_dir
 from fsdp_skill.core.torch_version import installed_torch_version, release_version
-from fsdp_skill.search.index import build_index, stale_reason
+from fsdp_skill.search.freshness import stale_reason
+from fsdp_skill.search.index import build_index
 from fsdp_skill.upstream import sources
 
 __all__ = [

@@ -36,7 +36,8 @@ from pathlib import Path
 from fsdp_skill.core.errors import UserError
 from fsdp_skill.core.paths import catalog_path, index_path, repo_root
 from fsdp_skill.search import semantic
-from fsdp_skill.search.index import DocsIndex, open_index, stale_reason
+from fsdp_skill.search.freshness import stale_reason
+from fsdp_skill.search.index import DocsIndex, open_index
 from fsdp_skill.search.query import QueryError
 from fsdp_skill.search.ranking import search
 from fsdp_skill.serve.tools import Toolbox

@@ -83,7 +83,8 @@ def check_catalog(root: Path) -> tuple[Check, str | None]:
 
 
 def check_index(root: Path) -> Check:
-    from fsdp_skill.search.index import DocsIndex, stale_reason
+    from fsdp_skill.search.freshness import stale_reason
+    from fsdp_skill.search.index import DocsIndex
     from fsdp_skill.search.ranking import search
 
     index_file = index_path(root)

@@ -5,4 +5,4 @@ Imports: `core` only; never torch (the server serves from it).
 """
 
 # The public face: the modules other stages may import (tests/test_layers.py holds them to it).
-__all__ = ["identifiers", "index", "query", "ranking", "semantic", "snippets", "vocabulary"]
+__all__ = ["freshness", "identifiers", "index", "query", "ranking", "semantic", "snippets", "vocabulary"]

@@ -8,14 +8,13 @@ library; the golden test therefore compares the index's *content* (`index_conten
 
 The index is self-contained (documents, blocks for snippets, API/example/pattern records, name
 table), so the server answers every tool from it without parsing catalog.json. `open_index` checks
-that the committed file matches catalog.json (and the pattern files) by sha256; when it is missing
+that the committed file matches catalog.json (and the pattern files) by sha256 (search/freshness.py); when it is missing
 or stale it warns on stderr and builds a temporary copy instead of failing.
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import os
 import sqlite3
@@ -24,6 +23,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -33,7 +33,9 @@ from fsdp_skill.core.paths import catalog_path, index_path, rebuild_hint, refere
 from fsdp_skill.core.scratch import make_scratch_file, temporary_dir
 from fsdp_skill.core.vocabulary import DocumentKind
 from fsdp_skill.search import semantic
+from fsdp_skill.search.freshness import INDEX_SCHEMA, catalog_sha256, patterns_sha256, stale_reason, timeline_sha256
 from fsdp_skill.search.identifiers import identifier_parts
+from fsdp_skill.search.parsed import TERM_TOKEN
 from fsdp_skill.search.snippets import Block
 from fsdp_skill.search.vocabulary import vocabulary
 
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
     from fsdp_skill.core.catalog import Catalog
     from fsdp_skill.search.documents import Document
 
-INDEX_SCHEMA = 10  # bump whenever build_index writes different content for the same catalog
 # bm25 weight per FTS column: title, symbol (names), keys (breadcrumb, summary, parts), body, body parts,
 # anchors (what other documents say about an API: search/anchors.py; below the entry's own words).
 # Measured on dev and dev2 (issue 11): keys at 2 rather than 4 and body parts at 1 rather than 0.5 raised
@@ -92,11 +93,11 @@ CREATE VIRTUAL TABLE messages_fts USING fts5(
 CREATE VIRTUAL TABLE params_fts USING fts5(
     name, description, content='', tokenize='porter unicode61 remove_diacritics 2 tokenchars _');
 CREATE TABLE param_docs(rowid INTEGER PRIMARY KEY, doc INTEGER NOT NULL);
+-- The words a query can hold (lowercase [a-z0-9_]) that are in at least half of the documents' word columns:
+-- bm25 gives them its floor idf (ranking.informative_match).
+CREATE TABLE floor_words(word TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 
-
-# The files of references/ the release documents and history lines are made from (search/releases.py).
-TIMELINE_FILES = ("api-history.json", "versions.md")  # core.api_history's HISTORY_FILE and VERSIONS_FILE
 
 # Leading verbs of API names that users leave out when they describe what they want.
 NAME_VERBS = frozenset({"get", "is", "has"})
@@ -106,40 +107,14 @@ class IndexUnavailable(UserError):
     """Neither a usable index nor a catalog to build one from."""
 
 
-# ---------------------------------------------------------------- digests
-
-
 def best(scores: dict[int, float], limit: int) -> list[tuple[int, float]]:
     """The `limit` highest (rowid, score), best first; equal scores by rowid, so the cut never depends on
     the order SQLite returned them in."""
-    # nlargest is a stable sort's first `limit`: over ascending rowids an equal score goes to the lower one. (A
-    # bound-method key, not a lambda building a tuple per item: a 490-match pool 0.16 -> 0.10 ms.)
-    top = heapq.nlargest(limit, sorted(scores), key=scores.__getitem__)
-    return [(rowid, scores[rowid]) for rowid in top]
-
-
-def timeline_sha256(folder: Path) -> str:
-    """sha256 over the API timeline files the release documents are made from (empty files when absent)."""
-    digest = hashlib.sha256()
-    for name in TIMELINE_FILES:
-        path = folder / name
-        digest.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
-    return digest.hexdigest()
-
-
-def catalog_sha256(catalog_text: bytes) -> str:
-    return hashlib.sha256(catalog_text).hexdigest()
-
-
-def patterns_sha256(files: Sequence[str], root: Path) -> str:
-    """One digest over the pattern files' bytes (their source text is indexed too)."""
-    digest = hashlib.sha256()
-    for rel in sorted(files):
-        digest.update(rel.encode() + b"\0")
-        path = root / rel
-        digest.update(path.read_bytes() if path.is_file() else b"<missing>")
-        digest.update(b"\0")
-    return digest.hexdigest()
+    # Sorted by rowid, then stably by score (`reverse` keeps equal scores in rowid order): an equal score goes to
+    # the lower rowid. Two C-level sorts beat a heap: a 530-match pool 0.10 ms with heapq.nlargest, 0.05 ms so.
+    ordered = sorted(scores.items())
+    ordered.sort(key=itemgetter(1), reverse=True)
+    return ordered[:limit]
 
 
 # ---------------------------------------------------------------- build
@@ -178,6 +153,7 @@ def build_index(
                 texts = [semantic.embedding_text(doc.title, doc.blocks, doc.kind, doc.symbol) for doc in documents]
                 semantic.write_vectors(conn, texts, previous if previous is not None else path, compute, _warn)
             conn.execute("INSERT INTO docs_fts(docs_fts) VALUES('optimize')")
+            _write_floor_words(conn, documents)
             conn.execute("INSERT INTO messages_fts(messages_fts) VALUES('optimize')")
             conn.execute("INSERT INTO params_fts(params_fts) VALUES('optimize')")
             conn.execute("COMMIT")
@@ -273,6 +249,21 @@ def _write_contents(conn: sqlite3.Connection, catalog: Catalog, root: Path, time
     return documents
 
 
+def _write_floor_words(conn: sqlite3.Connection, documents: list[Document]) -> None:
+    """Store the words of the documents' word columns that at least half of the documents match there.
+
+    FTS5's bm25 gives such a word its floor idf, 1e-6 (sqlite ext/fts5/fts5_aux.c, fts5Bm25GetData:
+    `idf = log((nRow - nHit + 0.5) / (nHit + 0.5)); if( idf<=0.0 ) idf = 1e-6;`): it adds nothing to a
+    score, only rows to score ("torch", "distributed", "use"). Each candidate is counted by FTS5 itself, with
+    the query's tokenizer and column filter, so a word stands for its stem ("uses", "useful" are "us")."""
+    texts = [text for doc in documents for text in doc.fts_row()[:-1]]  # the word columns, not messages
+    words = sorted({word for text in texts for word in TERM_TOKEN.findall(text.lower())})
+    count = "SELECT count(*) FROM docs_fts WHERE docs_fts MATCH ?"
+    floor = [word for word in words
+             if 2 * conn.execute(count, (f'{WORD_COLUMNS} : "{word}"',)).fetchone()[0] >= len(documents)]
+    conn.executemany("INSERT INTO floor_words VALUES (?)", [(word,) for word in floor])
+
+
 def index_content_digest(path: Path) -> str:
     """sha256 over every row of every table (FTS answered through its own queries), independent of SQLite's
     file layout: what the golden test compares when byte equality cannot be promised."""
@@ -282,6 +273,8 @@ def index_content_digest(path: Path) -> str:
         for table in ("meta", "docs", "names", "refs", "anchors", "vectors", "param_docs"):
             for row in conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2"):
                 digest.update(repr(row).encode())
+        for (word,) in conn.execute("SELECT word FROM floor_words ORDER BY 1"):
+            digest.update(repr(word).encode())
         # The inverted index itself, as FTS5 sees it: every (term, column, doc count, hit count).
         for table in ("docs_fts", "messages_fts", "params_fts"):
             conn.execute(f"CREATE VIRTUAL TABLE temp.vocab_{table} USING fts5vocab(main, {table}, 'row')")
@@ -399,6 +392,11 @@ class DocsIndex:
             doc = self._param_docs[param]
             found[doc] = max(found.get(doc, 0.0), -rank)
         return found
+
+    @cached_property
+    def floor_words(self) -> frozenset[str]:
+        """The query words at bm25's floor idf in this index (build: _write_floor_words)."""
+        return frozenset(word for (word,) in self._all("SELECT word FROM floor_words"))
 
     @cached_property
     def _param_docs(self) -> dict[int, int]:
@@ -535,30 +533,6 @@ class DocsIndex:
 
 
 # ---------------------------------------------------------------- open (with staleness check)
-
-
-def stale_reason(index_file: Path, catalog_file: Path, root: Path) -> str | None:
-    """Why the index file cannot be trusted for this catalog, or None when it is current."""
-    if not index_file.is_file():
-        return f"{index_file} is missing"
-    try:
-        conn = sqlite3.connect(f"file:{quote(str(index_file))}?mode=ro", uri=True)
-        try:
-            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError as exc:
-        return f"{index_file} is unreadable ({exc})"
-    if meta.get("index_schema") != str(INDEX_SCHEMA):
-        return f"{index_file} has index schema {meta.get('index_schema')!r}, this code reads {INDEX_SCHEMA}"
-    if catalog_file.is_file() and meta.get("catalog_sha256") != catalog_sha256(catalog_file.read_bytes()):
-        return f"{index_file} was built from another {catalog_file.name}"
-    if meta.get("timeline_sha256") != timeline_sha256(catalog_file.parent):
-        return f"{index_file} was built from another API timeline ({', '.join(TIMELINE_FILES)})"
-    files = json.loads(meta.get("pattern_files", "[]"))
-    if meta.get("patterns_sha256") != patterns_sha256(files, root):
-        return f"{index_file} was built from other pattern files"
-    return None
 
 
 def _warn(message: str) -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+# A token as the FTS tokenizer sees it (unicode61 with `_` a token character), Latin only: a query's terms and
+# word pairs must stay quotable. The index build lists its floor words in the same alphabet (search/index.py).
+TERM_TOKEN = re.compile(r"[a-z0-9_]+")
 
 
 @dataclass
@@ -71,9 +76,9 @@ class ParsedQuery:
         """Whether the lexical side has anything to match (a query in another script may not)."""
         return bool(self.terms)
 
-    def match_expression(self) -> str:
-        """The FTS5 MATCH string: every term quoted, OR-ed. Terms are [a-z0-9_] only."""
-        return " OR ".join(f'"{term}"' for term in self.terms)
+    def match_expression(self, leave_out: frozenset[str] = frozenset()) -> str:
+        """The FTS5 MATCH string: every term (but those in `leave_out`) quoted, OR-ed. Terms are [a-z0-9_] only."""
+        return " OR ".join(f'"{term}"' for term in self.terms if term not in leave_out)
 
     def message_expression(self) -> str:
         """The FTS5 MATCH string of the query's runs of words, as phrases, in the messages column only."""

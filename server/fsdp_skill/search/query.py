@@ -26,7 +26,7 @@ from fsdp_skill.search.identifiers import (  # noqa: F401 - re-exported: the ind
     resolve_prefix,
 )
 from fsdp_skill.search.names import NameTable, named_symbols
-from fsdp_skill.search.parsed import ParsedQuery
+from fsdp_skill.search.parsed import TERM_TOKEN, ParsedQuery
 from fsdp_skill.search.pasted import take_apart
 from fsdp_skill.search.release_words import asks_release, releases_named
 from fsdp_skill.search.vocabulary import vocabulary
@@ -50,9 +50,6 @@ _OTHER_LETTER = re.compile(r"[^\W\d_A-Za-z]")
 # endings, left out), or a word of a space-separated script (Cyrillic, Greek, Hangul, ...).
 _KANJI, _KATAKANA = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff", r"\u30a0-\u30ff\u31f0-\u31ff"
 _FOREIGN_WORD = re.compile(rf"[{_KANJI}]+|[{_KATAKANA}]+|[^\W\d_A-Za-z\u3040-\u30ff{_KANJI}\u31f0-\u31ff]{{2,}}")
-# A token as the FTS tokenizer sees it (unicode61 with `_` a token character), Latin only: the pairs
-# must stay quotable terms.
-_FTS_TOKEN = re.compile(r"[a-z0-9_]+")
 
 
 class QueryError(UserError, ValueError):
@@ -247,7 +244,7 @@ def _word_pairs(text: str) -> list[tuple[str, str]]:
     """Neighbouring non-stop words of the text as typed (not the rewritten one: an appended expansion
     is next to nothing), each pair once."""
     stop = vocabulary().stop_words
-    tokens = [t for t in _FTS_TOKEN.findall(text.lower()) if t.strip("_") and t not in stop]
+    tokens = [t for t in TERM_TOKEN.findall(text.lower()) if t.strip("_") and t not in stop]
     return list(dict.fromkeys(pairwise(tokens)))
 
 
@@ -268,14 +265,14 @@ def is_question(text: str) -> bool:
     """Whether the query is phrased as a question: it is then not matched against torch's messages, whose
     runs of small words it can share by chance ("what is the rank of the current process?" lifted
     dist.send, which raises "... the rank of the current process")."""
-    words = _FTS_TOKEN.findall(text.lower())
+    words = TERM_TOKEN.findall(text.lower())
     return text.rstrip().endswith("?") or bool(words and words[0] in _INTERROGATIVES)
 
 
 def _word_runs(text: str) -> list[tuple[str, ...]]:
     """Every PHRASE_WORDS consecutive words of the text as the FTS tokenizer splits them, stop words kept
     (an error message is mostly small words: "must have the same mesh"), each once."""
-    tokens = [t for t in _FTS_TOKEN.findall(text.lower()) if t.strip("_")]
+    tokens = [t for t in TERM_TOKEN.findall(text.lower()) if t.strip("_")]
     runs = zip(*(tokens[i:] for i in range(PHRASE_WORDS)))
     return list(dict.fromkeys(runs))[:MAX_PHRASES]
 

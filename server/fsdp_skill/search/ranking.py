@@ -3,7 +3,8 @@
 1. `parse_query` (once) gives quoted, OR-ed terms, the API names the query names with a strength, and
    the topics it scopes to.
 2. One FTS5 query scores every matching document by bm25 with column weights (title and names above
-   body); the candidates are the best `POOL` of them, every matching pattern (they are few, and long
+   body), leaving out the words bm25 gives no weight (in half the documents or more: `informative_match`);
+   the candidates are the best `POOL` of them, every matching pattern (they are few, and long
    enough for bm25 to cut them otherwise) and every entry of an API the query names.
 3. Each candidate's score is multiplied by a kind prior; by a symbol boost when the query names its
    API (strength from the parse); a smaller boost for members of a named class; and a scope lift when
@@ -123,6 +124,17 @@ def rank_key(score: float, kind: str, id: str) -> tuple[float, int, str]:
     return (-round(score, SCORE_DECIMALS), KIND_ORDER[kind], id)
 
 
+def ranked(scored: dict[int, float], keys: Keys) -> list[tuple[int, float]]:
+    """(rowid, score) best first, in `rank_key` order. The keys are built as plain tuples and sorted in C (a
+    kind and id name one document, so the rowid after them is never compared): a key function per item cost
+    0.05-0.1 ms of a lexical search's ~150 candidates."""
+    order = KIND_ORDER
+    rows = [(-round(score, SCORE_DECIMALS), order[keys[rowid][0]], keys[rowid][1], rowid, score)
+            for rowid, score in scored.items()]
+    rows.sort()
+    return [(rowid, score) for *_, rowid, score in rows]
+
+
 def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None, use_dense: bool = True) -> list[Hit]:
     """The `limit` best documents for a query (raises QueryError for an unusable query). `use_dense=False`
     ranks lexically even when the semantic side is there (the bench compares the two)."""
@@ -130,9 +142,13 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
     dense = index.dense if use_dense and not is_name_lookup(parsed) else None
     if not parsed.lexical and dense is None:
         raise QueryError(NON_LATIN_HINT.format(enable=semantic.ENABLE_HINT))
-    lexical, keys = lexical_ranking(index, parsed, kind, proximity=dense is not None) if parsed.lexical else ([], {})
+    # Lexically ranked alone, a search needs its `limit` best; fused, the lexical side's LEXICAL_DEPTH best.
+    depth = limit if dense is None else semantic.LEXICAL_DEPTH
+    lexical, keys = (
+        lexical_ranking(index, parsed, kind, proximity=dense is not None, depth=depth) if parsed.lexical else ([], {})
+    )
     if dense is None:
-        ranked = lexical
+        order = lexical
     else:
         allowed = None if kind is None else set(index.rowids_of_kind(kind))
         nearest = dense.nearest(semantic.Encoder.query(parsed.dense_text), allowed, semantic.DENSE_DEPTH)
@@ -143,8 +159,8 @@ def search(index: DocsIndex, text: str, limit: int = 5, kind: str | None = None,
         # applies to the fused score too.
         scored = {rowid: score * prior_of(keys[rowid], parsed) * named_boost(keys[rowid], parsed)
                   for rowid, score in fused.items()}
-        ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
-    chosen = diversified(ranked, limit, keys)
+        order = ranked(scored, keys)
+    chosen = diversified(order, limit, keys)
     docs = index.docs([rowid for rowid, _ in chosen])
     words = list(dict.fromkeys([*parsed.highlight, *(t for t in parsed.terms if len(t) >= 3)]))
     return [
@@ -199,14 +215,13 @@ def is_name_lookup(parsed: ParsedQuery) -> bool:
 
 
 def lexical_ranking(
-    index: DocsIndex, parsed: ParsedQuery, kind: str | None, proximity: bool = True
+    index: DocsIndex, parsed: ParsedQuery, kind: str | None, proximity: bool = True, depth: int | None = None
 ) -> tuple[list[tuple[int, float]], Keys]:
-    """(rowid, score) of the lexical candidates, best first: bm25 × kind prior × symbol and scope boosts;
-    and the candidates' keys."""
-    match = f"{WORD_COLUMNS} : ({parsed.match_expression()})"
+    """(rowid, score) of the lexical candidates, best first (the first `depth` of them, or all): bm25 × kind
+    prior × symbol and scope boosts; and the candidates' keys."""
     # One FTS5 query scores every match; the pool is its POOL best, plus the scores of the documents
     # added past that cut, read from the same dict.
-    matched = index.matching(match, kind)
+    matched = informative_match(index, parsed, kind)
     pool = dict(best(matched, POOL))
     symbols = parsed.symbols
     # A named class lifts its members a little: a question naming DTensor is often about a DTensor method.
@@ -237,8 +252,25 @@ def lexical_ranking(
         add_proximity(index, parsed, scored)
     if kind in (None, "api") and not parsed.other_words:
         add_parameter_matches(index, parsed, scored, keys)
-    ranked = sorted(scored.items(), key=lambda item: rank_key(item[1], keys[item[0]][0], keys[item[0]][1]))
-    return diversified(ranked, len(ranked), keys), keys
+    return diversified(ranked(scored, keys), len(scored) if depth is None else depth, keys), keys
+
+
+def informative_match(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> dict[int, float]:
+    """bm25 of the documents matching the query's words, scored without its floor words when that leaves a pool.
+
+    A word in at least half of the documents ("torch", "distributed", "use": `DocsIndex.floor_words`) has bm25's
+    floor idf, 1e-6: it adds at most ~2e-6 to a score, but every document holding it is a row FTS5 scores
+    (2.5 of 7 terms' rows for "torch.distributed all_gather …", 0.4 ms of 1.2-1.7). Left out, the documents
+    matching the other words score the same to 1e-5 and the ones matching only floor words (scores ~1e-6)
+    drop out; when fewer than POOL documents are left, the query is scored whole, so a pool is never cut
+    short of what the full query would fill it with."""
+    whole = f"{WORD_COLUMNS} : ({parsed.match_expression()})"
+    floor = index.floor_words.intersection(parsed.terms)
+    if floor and len(floor) < len(parsed.terms):
+        matched = index.matching(f"{WORD_COLUMNS} : ({parsed.match_expression(leave_out=floor)})", kind)
+        if len(matched) >= POOL:
+            return matched
+    return index.matching(whole, kind)
 
 
 def add_message_matches(index: DocsIndex, parsed: ParsedQuery, kind: str | None, scored: dict[int, float],
