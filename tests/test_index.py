@@ -830,3 +830,29 @@ def test_a_query_whose_other_words_match_too_little_is_scored_whole(committed_in
     parsed = parse_query("torch distributed zqxjkvw", committed_index)
     whole = committed_index.matching(f"{WORD_COLUMNS} : ({parsed.match_expression()})")
     assert whole and informative_match(committed_index, parsed, None) == whole
+
+
+@pytest.mark.parametrize("query", [
+    "torch.distributed all_gather_into_tensor one output tensor per rank",
+    "RuntimeError: Default process group has not been initialized, please make sure to call init_process_group.",
+    "how to average model weights every few steps",
+])
+def test_the_fts_queries_the_bench_times_are_the_ones_a_lexical_search_runs(
+    committed_index, monkeypatch, query: str
+) -> None:
+    from fsdp_skill.search.index import DocsIndex
+    from fsdp_skill.search.ranking import fts_matches
+
+    calls: list[tuple[str, tuple]] = []
+    for name in ("matching", "message_matches", "parameter_matches"):
+        original = getattr(DocsIndex, name)
+
+        def record(self, *args, _name=name, _original=original):
+            calls.append((_name, args))
+            return _original(self, *args)
+
+        monkeypatch.setattr(DocsIndex, name, record)
+    search(committed_index, query, 5, None, False)
+    searched, calls[:] = list(calls), []
+    fts_matches(committed_index, parse_query(query, committed_index), None)
+    assert calls == searched and len({name for name, _ in calls}) >= 2

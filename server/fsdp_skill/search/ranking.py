@@ -221,7 +221,8 @@ def lexical_ranking(
     prior × symbol and scope boosts; and the candidates' keys."""
     # One FTS5 query scores every match; the pool is its POOL best, plus the scores of the documents
     # added past that cut, read from the same dict.
-    matched = informative_match(index, parsed, kind)
+    found = fts_matches(index, parsed, kind)
+    matched = found.words
     pool = dict(best(matched, POOL))
     symbols = parsed.symbols
     # A named class lifts its members a little: a question naming DTensor is often about a DTensor method.
@@ -246,12 +247,10 @@ def lexical_ranking(
         if parsed.scopes and in_scope(parsed.scopes, reference, symbol, index.pattern_tags.get(rowid, frozenset())):
             score *= SCOPE_BOOST
         scored[rowid] = score
-    if parsed.phrases:
-        add_message_matches(index, parsed, kind, scored, keys)
+    add_message_matches(index, found.messages, scored, keys)
     if proximity:
         add_proximity(index, parsed, scored)
-    if kind in (None, "api") and not parsed.other_words:
-        add_parameter_matches(index, parsed, scored, keys)
+    add_parameter_matches(index, found.parameters, scored, keys)
     return diversified(ranked(scored, keys), len(scored) if depth is None else depth, keys), keys
 
 
@@ -273,23 +272,41 @@ def informative_match(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -
     return index.matching(whole, kind)
 
 
-def add_message_matches(index: DocsIndex, parsed: ParsedQuery, kind: str | None, scored: dict[int, float],
-                        keys: Keys) -> None:
+@dataclass(frozen=True)
+class FtsMatches:
+    """What the FTS5 queries of a lexical search found: rowid → bm25 (positive, higher is better)."""
+
+    words: dict[int, float]  # documents matching the query's words (informative_match)
+    messages: dict[int, float]  # documents whose error messages share runs of words with the query
+    parameters: dict[int, float]  # API entries, by the best match among their parameters
+
+
+def fts_matches(index: DocsIndex, parsed: ParsedQuery, kind: str | None) -> FtsMatches:
+    """Run the FTS5 queries of a lexical search (proximity's, semantic mode only, aside): all of SQLite's part of
+    it, which `bench search` times on its own to show how much of the lexical latency is bm25.
+
+    Parameters are not matched for a question in another script: there the lexical terms are a few translated
+    words, weak evidence of one parameter."""
+    words = informative_match(index, parsed, kind)
+    messages = index.message_matches(parsed.message_expression(), kind) if parsed.phrases else {}
+    describes = (words or messages) and kind in (None, "api") and not parsed.other_words
+    return FtsMatches(words, messages, index.parameter_matches(parsed.match_expression()) if describes else {})
+
+
+def add_message_matches(index: DocsIndex, found: dict[int, float], scored: dict[int, float], keys: Keys) -> None:
     """Lift (or add) the documents holding an error message that shares runs of three words with the query:
     a pasted "… must have the same mesh, but got …" reaches the pitfall and the entry that raise it. Scaled
     to the best candidate, like proximity, so it is independent of bm25's query-dependent scale."""
-    _add_scaled(index, index.message_matches(parsed.message_expression(), kind), MESSAGE_WEIGHT, scored, keys)
+    _add_scaled(index, found, MESSAGE_WEIGHT, scored, keys)
 
 
-def add_parameter_matches(index: DocsIndex, parsed: ParsedQuery, scored: dict[int, float], keys: Keys) -> None:
+def add_parameter_matches(index: DocsIndex, found: dict[int, float], scored: dict[int, float], keys: Keys) -> None:
     """Lift (or add) the API entries one of whose parameters the query describes ("average model weights every
     few steps" is PostLocalSGDOptimizer's `averager`, "A model averager instance …"): a parameter is a short
     row of its own in params_fts, so a long entry is not lost to bm25's length normalisation. Scaled to the
-    best candidate, like the message lift. In both modes since issue 31, but not for a
-    question in another script: there the lexical terms are a few translated words, weak evidence of one
-    parameter."""
+    best candidate, like the message lift. In both modes since issue 31."""
     if scored:
-        _add_scaled(index, index.parameter_matches(parsed.match_expression()), PARAMETER_WEIGHT, scored, keys)
+        _add_scaled(index, found, PARAMETER_WEIGHT, scored, keys)
 
 
 def _add_scaled(index: DocsIndex, found: dict[int, float], weight: float, scored: dict[int, float], keys: Keys) -> None:
